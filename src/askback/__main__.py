@@ -1,0 +1,3 @@
+from askback.cli import main
+
+main()

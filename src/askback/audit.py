@@ -1,0 +1,67 @@
+"""The audit trail: who was asked what, who answered what, how each flow ended, and what was refused.
+
+Every event is written to the database (table `askback_audit`), emitted as a structured log line on the logger
+`askback.audit` (fields in `extra`, so a JSON log formatter sees them as fields), and set as attributes on the
+current OpenTelemetry span. Form answers are stored as given: form mode cannot carry secrets by construction
+(see `questions.looks_secret`), so nothing secret reaches the trail. `requestState` never does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+from opentelemetry import trace
+
+from askback.store import AuditEvent
+
+__all__ = ["emit", "instance_id"]
+
+logger = logging.getLogger("askback.audit")
+
+_INSTANCE: str | None = None
+
+
+def instance_id() -> str:
+    """`host:pid` of this serving process, recorded on every event."""
+    global _INSTANCE
+    pid = os.getpid()
+    if _INSTANCE is None or not _INSTANCE.endswith(f":{pid}"):
+        _INSTANCE = f"{socket.gethostname()}:{pid}"
+    return _INSTANCE
+
+
+def emit(event: AuditEvent) -> None:
+    """Log the event and annotate the current span (the database write is the caller's, batched per request)."""
+    fields: dict[str, Any] = {
+        "askback_event": event.event,
+        "tool": event.tool,
+        "flow_id": event.flow_id,
+        "principal": event.principal,
+        "round": event.round,
+        "keys": list(event.keys),
+        "mode": event.mode,
+        "action": event.action,
+        "outcome": event.outcome,
+        "instance": event.instance,
+    }
+    logger.info(
+        "askback %s tool=%s flow=%s keys=%s principal=%s%s",
+        event.event,
+        event.tool,
+        event.flow_id,
+        ",".join(event.keys),
+        event.principal,
+        f" outcome={event.outcome}" if event.outcome else "",
+        extra={k: v for k, v in fields.items() if v is not None},
+    )
+    span = trace.get_current_span()
+    if span.is_recording():
+        prefix = f"askback.{event.event}"
+        for name, value in fields.items():
+            if value is None or name == "askback_event":
+                continue
+            span.set_attribute(f"{prefix}.{name}", value if not isinstance(value, list) else [str(v) for v in value])
+        span.add_event(prefix, {k: str(v) for k, v in fields.items() if v is not None})

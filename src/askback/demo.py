@@ -1,0 +1,172 @@
+"""The demo server: `askback serve askback.demo:server`.
+
+Two tools that need a human: deleting a project (type its name to confirm) and deploying a service (pick an
+environment; production asks for a second confirmation). Two read-only tools let anyone observe the effects. The
+data lives in the same database as askback's own tables, seeded with `prj_99` = billing-legacy and
+`prj_42` = web-frontend. Demo authentication is on: a bearer token `demo-<name>` is user `<name>`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from mcp.server.mcpserver.exceptions import ToolError
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from askback import Argument, Askback, Choice, Confirm, Flow, Settings, current_principal, load_settings
+from askback.clock import Clock
+
+__all__ = ["build", "confirm_prod", "confirm_project", "pick_env", "server"]
+
+SEED = {"prj_99": "billing-legacy", "prj_42": "web-frontend"}
+ENVIRONMENTS = ("dev", "staging", "production")
+
+_meta = sa.MetaData()
+projects = sa.Table(
+    "demo_projects",
+    _meta,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+)
+deletions = sa.Table(
+    "demo_deletions",
+    _meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("project_id", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("by", sa.String(200)),
+)
+deployments = sa.Table(
+    "demo_deployments",
+    _meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("service", sa.String(200), nullable=False),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("by", sa.String(200)),
+)
+
+confirm_project = Confirm(
+    key="confirm_project",
+    message="Confirm the project to delete.",
+    field="project_name",
+    title="Project name",
+    typed=True,
+    on_decline="Cancelled: you declined to delete the project.",
+    on_cancel="Cancelled: the confirmation was dismissed; nothing was deleted.",
+)
+pick_env = Choice(
+    key="pick_env",
+    message="Which environment should I deploy to?",
+    options=ENVIRONMENTS,
+    field="environment",
+    title="Environment",
+    fallback=Argument("environment"),
+    on_decline="Cancelled: no environment was chosen; nothing was deployed.",
+    on_cancel="Cancelled: no environment was chosen; nothing was deployed.",
+)
+confirm_prod = Confirm(
+    key="confirm_prod",
+    message="Deploy to production? This affects every user.",
+    field="confirm",
+    title="Yes, deploy to production",
+    on_decline="Cancelled: production deploy not confirmed.",
+    on_cancel="Cancelled: production deploy not confirmed.",
+)
+
+
+def build(settings: Settings | None = None, clock: Clock | None = None) -> Askback:
+    """A demo server; `settings` default to the environment's with demo authentication on."""
+    app = Askback("askback-demo", settings=settings or load_settings(demo_auth=True), clock=clock)
+    engine_ready: dict[str, AsyncEngine] = {}
+
+    async def _engine() -> AsyncEngine:
+        if "engine" in engine_ready:
+            return engine_ready["engine"]
+        engine = (await app.store()).engine
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(lambda sync: _meta.create_all(sync, checkfirst=True))
+        except DBAPIError:
+            # Several workers start together; the one that lost the race finds the tables made.
+            async with engine.begin() as conn:
+                await conn.run_sync(lambda sync: _meta.create_all(sync, checkfirst=True))
+        for project_id, name in SEED.items():
+            try:
+                async with engine.begin() as conn:
+                    exists = await conn.scalar(sa.select(sa.func.count()).where(projects.c.id == project_id))
+                    if not exists and not await _ever_deleted(conn, project_id):
+                        await conn.execute(projects.insert().values(id=project_id, name=name))
+            except IntegrityError:
+                pass  # another worker seeded it first
+        engine_ready["engine"] = engine
+        return engine
+
+    async def _ever_deleted(conn: Any, project_id: str) -> bool:
+        return bool(await conn.scalar(sa.select(sa.func.count()).where(deletions.c.project_id == project_id)))
+
+    @app.tool(asks=[confirm_project])
+    async def delete_project(project_id: str, flow: Flow) -> str:
+        """Delete a project. The user confirms by typing the project's name."""
+        engine = await _engine()
+        async with engine.connect() as conn:
+            name = await conn.scalar(sa.select(projects.c.name).where(projects.c.id == project_id))
+        if name is None:
+            raise ToolError(f"unknown project id {project_id!r}; see list_projects")
+        if not flow.ask(confirm_project, message=f"Type the project name to delete {project_id}.", expect=name):
+            return "Cancelled: name did not match."
+
+        async def delete() -> str:
+            async with engine.begin() as conn:
+                await conn.execute(projects.delete().where(projects.c.id == project_id))
+                await conn.execute(deletions.insert().values(project_id=project_id, name=name, by=current_principal()))
+            return str(name)
+
+        deleted = await flow.once("delete", delete)
+        return f"Deleted {deleted}."
+
+    @app.tool(asks=[pick_env, confirm_prod])
+    async def deploy(
+        service: str, flow: Flow, environment: Literal["dev", "staging", "production"] | None = None
+    ) -> str:
+        """Deploy a service. Without `environment` the user picks one; production asks for confirmation."""
+        engine = await _engine()
+        env = environment or flow.ask(pick_env)
+        if env == "production" and not flow.ask(confirm_prod):
+            return "Cancelled: production deploy not confirmed."
+
+        async def record() -> str:
+            async with engine.begin() as conn:
+                await conn.execute(
+                    deployments.insert().values(service=service, environment=env, by=current_principal())
+                )
+            return str(env)
+
+        done = await flow.once("deploy", record)
+        return f"Deployed {service} to {done}."
+
+    @app.tool()
+    async def list_projects() -> dict[str, Any]:
+        """The projects that exist."""
+        engine = await _engine()
+        async with engine.connect() as conn:
+            rows = (await conn.execute(sa.select(projects.c.id, projects.c.name).order_by(projects.c.id))).all()
+        return {"projects": [{"id": r.id, "name": r.name} for r in rows]}
+
+    @app.tool()
+    async def list_deployments() -> dict[str, Any]:
+        """Every deployment recorded, oldest first, and every deletion."""
+        engine = await _engine()
+        async with engine.connect() as conn:
+            deps = (await conn.execute(sa.select(deployments).order_by(deployments.c.id))).all()
+            dels = (await conn.execute(sa.select(deletions).order_by(deletions.c.id))).all()
+        return {
+            "deployments": [{"service": r.service, "environment": r.environment, "by": r.by} for r in deps],
+            "deletions": [{"project_id": r.project_id, "name": r.name, "by": r.by} for r in dels],
+        }
+
+    return app
+
+
+server = build()

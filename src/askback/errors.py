@@ -1,0 +1,93 @@
+"""The askback exception tree.
+
+Every error askback raises derives from `AskbackError`. Errors that reach the wire carry what the protocol
+needs (JSON-RPC code, data, HTTP status), so the mapping to MCP happens in exactly one place
+(`AskbackError.to_mcp_error`). Each message says what happened, why, and what to do next.
+
+    AskbackError
+    ├── ConfigurationError          bad or missing settings, refused at start-up
+    ├── DefinitionError             a question or tool defined wrongly, refused when it is defined
+    ├── MissingCapabilityError      -32021: this request did not declare what the question needs (HTTP 400)
+    ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
+    └── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY
+
+__all__ = [
+    "AskbackError",
+    "ConfigurationError",
+    "DefinitionError",
+    "EffectInProgressError",
+    "MissingCapabilityError",
+    "StoreUnavailableError",
+]
+
+
+class AskbackError(Exception):
+    """Base of every askback error."""
+
+    code: int = INTERNAL_ERROR
+    http_status: int = 500
+
+    def wire_data(self) -> dict[str, Any] | None:
+        return None
+
+    def to_mcp_error(self) -> MCPError:
+        """The JSON-RPC error this condition is on the wire (the SDK picks the HTTP status from the code)."""
+        return MCPError(code=self.code, message=str(self), data=self.wire_data())
+
+
+class ConfigurationError(AskbackError):
+    """Settings are missing or invalid; the message names the variable to set."""
+
+
+class DefinitionError(AskbackError, TypeError):
+    """A question or tool is defined in a way that can never work; raised at definition time."""
+
+
+class MissingCapabilityError(AskbackError):
+    """The request did not declare a client capability that a question needs, and there is no fallback."""
+
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+    http_status = 400
+
+    def __init__(self, required: dict[str, Any], message: str | None = None) -> None:
+        self.required = required
+        super().__init__(message or _describe_required(required))
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"requiredCapabilities": self.required}
+
+
+class StoreUnavailableError(AskbackError):
+    """The database behind flows, effects and audit could not be reached. Nothing was done; retry the call."""
+
+    http_status = 503
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"retryable": True}
+
+
+class EffectInProgressError(AskbackError):
+    """An earlier attempt of this effect started but has not recorded an outcome yet."""
+
+    http_status = 409
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"retryable": True}
+
+
+def _describe_required(required: dict[str, Any]) -> str:
+    modes = sorted((required.get("elicitation") or {}).keys())
+    what = " and ".join(f"{m} elicitation" for m in modes) or "elicitation"
+    return (
+        f"Server requires the {what} capability for this request: declare "
+        f"io.modelcontextprotocol/clientCapabilities = {required} in the request's _meta, "
+        "or call a tool that does not need to ask the user."
+    )

@@ -1,0 +1,381 @@
+"""The decision logic of one round of a flow, with no I/O.
+
+Under MRTR the handler reruns from the top on every round. A `Flow` is what the handler sees during one run: given
+this request's arguments, declared client capabilities, `inputResponses`, the plaintext of askback's (already
+verified) `requestState` and the time, `flow.ask(question)` either returns the typed answer, or stops the run by
+raising `NeedInput` (the question goes out in an `input_required` result), `FlowEnded` (the user declined or
+cancelled: the call completes with a message), or `MissingCapabilityError` (-32021).
+
+Answers given in earlier rounds travel inside the sealed state, so a chain of questions can land on a different
+instance every round. An answer is taken only for the exact question the user was shown (a digest of the rendered
+question is kept beside it), only for keys asked in the previous round, and only after validation; anything else
+is ignored or asked again with a note saying what was wrong.
+
+`NeedInput` and `FlowEnded` derive from `BaseException` so that a handler's own `except Exception` cannot swallow
+them by accident.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar, overload
+
+from mcp_types import ClientCapabilities, ElicitResult
+
+from askback.errors import MissingCapabilityError
+from askback.questions import Argument, Confirm, Default, InvalidAnswer, Link, Question, digest
+
+__all__ = [
+    "Accepted",
+    "Cancelled",
+    "Declined",
+    "Flow",
+    "FlowEnded",
+    "FlowEvent",
+    "FlowState",
+    "NeedInput",
+    "Outcome",
+    "ToolArgumentRequired",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_STATE_PREFIX = "askback/1:"
+
+
+# --- outcomes --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Accepted(Generic[T]):
+    value: T
+    action: Literal["accept"] = "accept"
+
+
+@dataclass(frozen=True)
+class Declined:
+    action: Literal["decline"] = "decline"
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    action: Literal["cancel"] = "cancel"
+
+
+Outcome = Accepted[T] | Declined | Cancelled
+
+
+# --- the state carried (sealed) in requestState ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    action: Literal["accept", "decline", "cancel"]
+    content: Mapping[str, Any] | None
+    q: str
+
+
+@dataclass(frozen=True)
+class FlowState:
+    """What one flow carries from round to round. Sealed by the SDK; never holds a secret (form answers cannot)."""
+
+    flow_id: str
+    started: float
+    round: int = 0
+    answers: Mapping[str, Recorded] = field(default_factory=dict)
+    asked: Mapping[str, str] = field(default_factory=dict)
+
+    def encode(self) -> str:
+        body = {
+            "f": self.flow_id,
+            "t": self.started,
+            "r": self.round,
+            "a": {k: {"a": v.action, "c": v.content, "q": v.q} for k, v in self.answers.items()},
+            "q": dict(self.asked),
+        }
+        return _STATE_PREFIX + json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def decode(cls, text: str) -> FlowState | None:
+        """The state, or `None` when the text is not askback's."""
+        if not text.startswith(_STATE_PREFIX):
+            return None
+        try:
+            body = json.loads(text[len(_STATE_PREFIX) :])
+            return cls(
+                flow_id=str(body["f"]),
+                started=float(body["t"]),
+                round=int(body["r"]),
+                answers={k: Recorded(v["a"], v["c"], v["q"]) for k, v in body["a"].items()},
+                asked={str(k): str(v) for k, v in body["q"].items()},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+# --- control flow out of the handler ---------------------------------------------------------------------------
+
+
+class NeedInput(BaseException):
+    """The run stops here: these questions go to the user."""
+
+
+class FlowEnded(BaseException):
+    """The user declined or cancelled (or the flow ran out of time or rounds): complete with this text."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(text)
+        self.text = text
+        self.reason = reason
+
+
+class ToolArgumentRequired(Exception):
+    """The client cannot ask and the question's fallback is a tool argument: a tool error for the model to fix."""
+
+
+@dataclass(frozen=True)
+class FlowEvent:
+    """Something the audit trail should know about this run."""
+
+    kind: Literal["answered", "invalid", "fallback", "ignored"]
+    key: str
+    mode: str
+    action: str | None = None
+    content: Mapping[str, Any] | None = None
+    detail: str | None = None
+
+
+# --- the handler's view --------------------------------------------------------------------------------------
+
+
+def _declares(capabilities: ClientCapabilities | None, mode: str) -> bool:
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None:
+        return False
+    if mode == "url":
+        return elicitation.url is not None
+    # A bare `elicitation: {}` means form only.
+    return elicitation.form is not None or elicitation.url is None
+
+
+EffectRunner = Callable[[str, str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+class Flow:
+    """The handler's handle on the conversation with the user, for one run of one round."""
+
+    def __init__(
+        self,
+        *,
+        tool: str,
+        arguments: Mapping[str, Any],
+        capabilities: ClientCapabilities | None,
+        state: FlowState | None,
+        responses: Mapping[str, Any] | None,
+        now: float,
+        run_effect: EffectRunner | None = None,
+    ) -> None:
+        self.tool = tool
+        self.arguments = dict(arguments)
+        self.capabilities = capabilities
+        self.state = state
+        self.now = now
+        self._responses: Mapping[str, Any] = responses or {}
+        self._run_effect = run_effect
+        self.recorded: dict[str, Recorded] = dict(state.answers) if state else {}
+        self.pending: dict[str, dict[str, Any]] = {}
+        self.pending_modes: dict[str, str] = {}
+        self.events: list[FlowEvent] = []
+        self._seen: dict[str, tuple[dict[str, Any], str]] = {}
+        self._unsealed_answers = False
+
+    # -- properties --
+
+    @property
+    def flow_id(self) -> str | None:
+        return self.state.flow_id if self.state else None
+
+    @property
+    def round(self) -> int:
+        """How many rounds of questions this flow has already asked (0 on the first call)."""
+        return self.state.round if self.state else 0
+
+    # -- asking --
+
+    @overload
+    def ask(self, question: Confirm, *, message: str | None = None, expect: str | None = None) -> bool: ...
+    @overload
+    def ask(self, question: Question[T], *, message: str | None = None, expect: str | None = None) -> T: ...
+
+    def ask(self, question: Question[Any], *, message: str | None = None, expect: str | None = None) -> Any:
+        """The accepted answer to `question`; a decline or cancel ends the call with the question's message."""
+        return self._value(question, self._outcome(question, message=message, url=None, expect=expect, batch=False))
+
+    def ask_all(self, *questions: Question[Any]) -> tuple[Any, ...]:
+        """Several independent questions in one round; the accepted answers in order."""
+        outcomes = [self._outcome(q, message=None, url=None, expect=None, batch=True) for q in questions]
+        if self.pending:
+            raise NeedInput
+        return tuple(self._value(q, o) for q, o in zip(questions, outcomes, strict=True))
+
+    def outcome(self, question: Question[T], *, message: str | None = None, expect: str | None = None) -> Outcome[T]:
+        """The full outcome (accepted, declined or cancelled), for handlers that branch on it."""
+        result = self._outcome(question, message=message, url=None, expect=expect, batch=False)
+        assert result is not None
+        return result
+
+    def link(self, question: Link, *, url: str | None = None, done: bool, message: str | None = None) -> None:
+        """Send the user to `url` until `done` is true. `done` must come from real state (an account's status, a
+        payment's record), because an accepted link only says the user agreed to open it."""
+        if done:
+            return
+        result = self._outcome(question, message=message, url=url, expect=None, batch=False, fresh_only=True)
+        if isinstance(result, Accepted):
+            # Accepted but the real state says it is not done yet: ask again, saying so.
+            note = "That does not seem to be finished yet. " + (message or question.message)
+            self._schedule(question, question.render(message=note, url=url))
+            raise NeedInput
+        self._value(question, result)
+
+    # -- effects --
+
+    async def once(self, name: str, fn: Callable[[], Awaitable[R]]) -> R:
+        """Run `fn` at most once for this flow, however often the final round is replayed or retried, and on
+        whichever instance. A replay gets the outcome recorded by the first run. Call it after the last question:
+        everything before the input point reruns every round."""
+        if self.state is None:
+            if self._unsealed_answers:
+                # Answers that came without askback's sealed state have no flow to deduplicate on: ask again.
+                for key, (params, mode) in self._seen.items():
+                    self.pending[key] = params
+                    self.pending_modes[key] = mode
+                    self.events.append(FlowEvent("ignored", key, mode, detail="answer without askback state"))
+                self.recorded = {}
+                raise NeedInput
+            return await fn()
+        if self._run_effect is None:
+            return await fn()
+        result: R = await self._run_effect(self.state.flow_id, name, fn)
+        return result
+
+    # -- internals --
+
+    def _value(self, question: Question[Any], outcome: Outcome[Any] | None) -> Any:
+        if outcome is None:
+            raise NeedInput
+        if isinstance(outcome, Accepted):
+            return outcome.value
+        if isinstance(outcome, Declined):
+            raise FlowEnded(question.on_decline or f"Cancelled: you declined ({question.label}).", "declined")
+        raise FlowEnded(question.on_cancel or f"Cancelled: the question was dismissed ({question.label}).", "cancelled")
+
+    def _schedule(self, question: Question[Any], params: dict[str, Any]) -> None:
+        if question.key in self.pending and self.pending[question.key] != params:
+            raise TypeError(f"two different questions use the key {question.key!r} in one round")
+        self.pending[question.key] = params
+        self.pending_modes[question.key] = question.mode
+
+    def _outcome(
+        self,
+        question: Question[Any],
+        *,
+        message: str | None,
+        url: str | None,
+        expect: str | None,
+        batch: bool,
+        fresh_only: bool = False,
+    ) -> Outcome[Any] | None:
+        key = question.key
+        params = question.render(message=message, url=url)
+        q = digest(params)
+        self._seen[key] = (params, question.mode)
+
+        recorded = self.recorded.get(key)
+        if recorded is not None and recorded.q == q and not fresh_only:
+            return self._read(question, recorded.action, recorded.content, expect)
+
+        response = self._responses.get(key)
+        asked_here = self.state is None or self.state.asked.get(key) == q
+        if response is not None and asked_here:
+            outcome = self._take(question, response, params, q, expect)
+            if outcome is not None:
+                return outcome
+        elif response is not None:
+            self.events.append(FlowEvent("ignored", key, question.mode, detail="not the question asked last round"))
+
+        if not _declares(self.capabilities, question.mode):
+            return self._fallback(question)
+        if key not in self.pending:
+            self._schedule(question, params)
+        if not batch:
+            raise NeedInput
+        return None
+
+    def _take(
+        self, question: Question[Any], response: Any, params: dict[str, Any], q: str, expect: str | None
+    ) -> Outcome[Any] | None:
+        key = question.key
+        if not isinstance(response, ElicitResult):
+            self.events.append(FlowEvent("invalid", key, question.mode, detail="not an elicitation result"))
+            return None
+        content = response.content if response.action == "accept" and question.mode == "form" else None
+        try:
+            outcome = self._read(question, response.action, content, expect)
+        except InvalidAnswer as exc:
+            self.events.append(FlowEvent("invalid", key, question.mode, action="accept", detail=str(exc)))
+            note = f"That answer was not accepted ({exc}). Please answer again. {params['message']}"
+            reasked = {**params, "message": note}
+            if _declares(self.capabilities, question.mode):
+                self._schedule(question, reasked)
+            return None
+        if question.mode == "form" and content is not None:
+            # Keep only the fields the form asked for: nothing else rides the state or the audit trail.
+            props = params.get("requestedSchema", {}).get("properties", {})
+            content = {k: v for k, v in content.items() if k in props}
+        self.recorded[key] = Recorded(response.action, content, q)
+        if self.state is None:
+            self._unsealed_answers = True
+        self.events.append(FlowEvent("answered", key, question.mode, action=response.action, content=content))
+        return outcome
+
+    def _read(
+        self, question: Question[Any], action: str, content: Mapping[str, Any] | None, expect: str | None
+    ) -> Outcome[Any]:
+        if action == "decline":
+            return Declined()
+        if action == "cancel":
+            return Cancelled()
+        if isinstance(question, Confirm):
+            return Accepted(question.read_expect(content, expect))
+        if isinstance(question, Link):
+            return Accepted(None)
+        return Accepted(question.read(content))
+
+    def _fallback(self, question: Question[Any]) -> Outcome[Any]:
+        fb = question.fallback
+        if isinstance(fb, Default):
+            self.events.append(FlowEvent("fallback", question.key, question.mode, detail="default used"))
+            return Accepted(fb.value)
+        if isinstance(fb, Argument):
+            raise ToolArgumentRequired(question.fallback_error())
+        mode = question.mode
+        raise MissingCapabilityError({"elicitation": {mode: {}}})
+
+    # -- after the run --
+
+    def next_state(self, *, new_id: str) -> FlowState:
+        """The state to seal into the `input_required` result that carries `self.pending`."""
+        base = self.state
+        return FlowState(
+            flow_id=base.flow_id if base else new_id,
+            started=base.started if base else self.now,
+            round=(base.round if base else 0) + 1,
+            answers=dict(self.recorded),
+            asked={key: digest(params) for key, params in self.pending.items()},
+        )
+
+    def input_requests(self) -> dict[str, dict[str, Any]]:
+        return {key: {"method": "elicitation/create", "params": params} for key, params in self.pending.items()}

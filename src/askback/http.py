@@ -1,0 +1,136 @@
+"""The HTTP application for an `Askback` server: Streamable HTTP at `/mcp` (2026-07-28, stateless), health at
+`/healthz` and `/readyz`, the serving instance in an `X-Askback-Instance` response header, and bearer
+authentication that feeds the SDK's principal binding of `requestState`.
+
+Authentication: pass a `TokenVerifier` (the SDK's protocol) to check real tokens; with `demo_auth` (the demo
+server), a token `demo-<name>` is user `<name>`. A request without a token is the user `anonymous` in both cases,
+so state minted for a signed-in user is refused to an anonymous caller and the other way round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from askback.audit import instance_id
+from askback.errors import AskbackError
+from askback.server import Askback
+
+__all__ = ["DemoTokenVerifier", "build_app"]
+
+ANONYMOUS = "anonymous"
+_DEMO_TOKEN = re.compile(r"^demo-([A-Za-z0-9_.\-]{1,64})$")
+
+
+class DemoTokenVerifier:
+    """Demo authentication: `demo-<name>` is user `<name>`. Never use it where the users are real."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        match = _DEMO_TOKEN.match(token)
+        if match is None:
+            return None
+        return AccessToken(token="demo", client_id="askback-demo", subject=match.group(1), scopes=[])
+
+
+class _BearerBackend(AuthenticationBackend):
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self.verifier = verifier
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
+        header = conn.headers.get("authorization")
+        if not header:
+            anonymous = AccessToken(token="anonymous", client_id="anonymous", subject=ANONYMOUS, scopes=[])
+            return AuthCredentials([]), AuthenticatedUser(anonymous)
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise AuthenticationError("use an Authorization: Bearer <token> header")
+        info = await self.verifier.verify_token(token.strip())
+        if info is None:
+            raise AuthenticationError("the bearer token was not accepted")
+        return AuthCredentials(info.scopes), AuthenticatedUser(info)
+
+
+def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
+    return JSONResponse(
+        {"error": "invalid_token", "error_description": str(exc)},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )
+
+
+class _InstanceHeader:
+    """Names the serving process on every response, so a person (or a test) can see which instance answered."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        value = instance_id().encode()
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-askback-instance", value)]
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
+
+
+def build_app(
+    server: Askback,
+    *,
+    token_verifier: TokenVerifier | None = None,
+    host: str = "127.0.0.1",
+    json_response: bool = True,
+) -> Starlette:
+    """The ASGI app serving `server`. The store is opened before the first request is taken."""
+    verifier = token_verifier or (DemoTokenVerifier() if server.settings.demo_auth else None)
+    mcp_app = server.mcp.streamable_http_app(stateless_http=True, json_response=json_response, host=host)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "instance": instance_id()})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            store = await server.store()
+            await store.ping()
+        except AskbackError as exc:
+            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+        return JSONResponse({"status": "ready", "instance": instance_id()})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await server.store()
+        async with mcp_app.router.lifespan_context(mcp_app):
+            yield
+        await server.aclose()
+
+    middleware: list[Middleware] = [Middleware(_InstanceHeader)]
+    if verifier is not None:
+        middleware += [
+            Middleware(AuthenticationMiddleware, backend=_BearerBackend(verifier), on_error=_auth_error),
+            Middleware(AuthContextMiddleware),
+        ]
+    routes: list[Any] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Mount("/", app=mcp_app),
+    ]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

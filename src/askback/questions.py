@@ -1,0 +1,369 @@
+"""Questions a tool can put to the human: a form, a confirmation, a choice, or a link.
+
+A question is a frozen value defined once, usually at module level, with a key the developer chooses. The key is
+the wire key in `inputRequests`/`inputResponses`, so it is the same on every instance and however the server is
+started. Everything that can be checked without a user is checked when the question is constructed (flat primitive
+forms, no secret-looking form fields, safe links), so a mistake fails at import, not in front of a user.
+
+Each question knows how to render itself as the `params` of an `elicitation/create` input request and how to read
+an `ElicitResult` back into a typed outcome. Neither does any I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
+from urllib.parse import parse_qsl, urlsplit
+
+from mcp.server.elicitation import render_elicitation_schema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from askback.errors import DefinitionError
+
+__all__ = ["Argument", "Choice", "Confirm", "Default", "Fallback", "Form", "Link", "Question"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
+
+# Words that mark a field as asking for a credential. Form mode must never carry these (spec: use URL mode).
+_SECRET_WORDS = frozenset(
+    {"password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "cvv", "cvc", "cvv2", "otp", "pin", "iban"}
+)
+_SECRET_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("card", "number"),
+        ("credit", "card"),
+        ("debit", "card"),
+        ("security", "code"),
+        ("account", "number"),
+        ("routing", "number"),
+        ("social", "security"),
+    }
+)
+_CREDENTIAL_PARAMS = frozenset(
+    {"token", "access_token", "id_token", "refresh_token", "api_key", "apikey", "key", "secret", "password", "sig"}
+)
+
+
+def _words(text: str) -> list[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+
+
+def looks_secret(text: str) -> bool:
+    """True when a field name, title or description asks for a password, key, token or payment credential."""
+    words = _words(text)
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return any((a, b) in _SECRET_PAIRS for a, b in itertools.pairwise(words))
+
+
+# --- fallbacks -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Argument:
+    """Fallback for clients that cannot ask: the model supplies the value as the named tool argument.
+
+    Without elicitation the call returns a tool error naming the argument (and its allowed values), so the model
+    can call again with it filled in.
+    """
+
+    name: str
+    values: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Default(Generic[T]):
+    """Fallback for clients that cannot ask: go on as if the user had accepted this value."""
+
+    value: T
+
+
+Fallback = Argument | Default[Any]
+
+
+# --- the question types ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Question(Generic[T]):
+    """Base of every question. `T` is what an accepted answer gives the handler."""
+
+    key: str
+    message: str
+    fallback: Fallback | None = None
+    on_decline: str | None = None
+    on_cancel: str | None = None
+
+    mode: ClassVar[Literal["form", "url"]] = "form"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not _KEY.match(self.key):
+            raise DefinitionError(
+                f"question key {self.key!r} is not usable on the wire: use 1-64 characters, starting with a letter, "
+                "of letters, digits, '_', '-' and '.'"
+            )
+        if not self.message or not self.message.strip():
+            raise DefinitionError(f"question {self.key!r} needs a message to show the user")
+
+    @property
+    def label(self) -> str:
+        return self.key.replace("_", " ")
+
+    def render(self, *, message: str | None = None, url: str | None = None) -> dict[str, Any]:
+        """The `params` of the `elicitation/create` input request for this question."""
+        raise NotImplementedError
+
+    def read(self, content: Mapping[str, Any] | None) -> T:
+        """Validate accepted content; raises `InvalidAnswer` with a message for the user."""
+        raise NotImplementedError
+
+    def fallback_error(self) -> str | None:
+        """The tool error text for a client that cannot ask, when the fallback is an argument."""
+        if isinstance(self.fallback, Argument):
+            values = self.fallback.values
+            allowed = f": one of {', '.join(values)}" if values else ""
+            return f"{self.fallback.name} is required{allowed}. Call the tool again with the {self.fallback.name} argument."
+        return None
+
+
+class InvalidAnswer(Exception):
+    """Accepted content that does not satisfy the question; the text is shown to the user when asking again."""
+
+
+def digest(params: Mapping[str, Any]) -> str:
+    """A short fingerprint of what the user was shown, so an answer is taken only for the question it answers."""
+    raw = json.dumps(params, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _describe_errors(exc: ValidationError, schema: Mapping[str, Any]) -> str:
+    props: Mapping[str, Any] = schema.get("properties", {})
+    parts = []
+    for err in exc.errors():
+        loc = str(err["loc"][0]) if err["loc"] else ""
+        title = props.get(loc, {}).get("title", loc) if loc else "answer"
+        if err["type"] == "extra_forbidden":
+            continue
+        parts.append(f"{title}: {err['msg']}")
+    return "; ".join(parts) or "the answer did not match the form"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _FormBase(Question[T]):
+    _model: type[BaseModel] = dc_field(init=False, repr=False, compare=False)
+    _schema: dict[str, Any] = dc_field(init=False, repr=False, compare=False)
+
+    def _build(self, model: type[BaseModel]) -> None:
+        object.__setattr__(self, "_model", model)
+        try:
+            schema = render_elicitation_schema(model)
+        except TypeError as exc:
+            raise DefinitionError(
+                f"question {self.key!r}: a form holds flat primitive fields only (str, int, float, bool, Literal "
+                f"enums, lists of Literal for multi-select); {exc}. Split nested data into several questions."
+            ) from None
+        schema.pop("title", None)
+        for name, prop in schema.get("properties", {}).items():
+            for text in (name, str(prop.get("title", "")), str(prop.get("description", ""))):
+                if looks_secret(text):
+                    raise DefinitionError(
+                        f"question {self.key!r}: form field {name!r} looks like it asks for a secret ({text!r}). "
+                        "Form answers pass through the client and the model; ask for passwords, tokens, API keys and "
+                        "payment details with a Link (URL mode) to a page you host instead."
+                    )
+        object.__setattr__(self, "_schema", schema)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self._schema
+
+    def render(self, *, message: str | None = None, url: str | None = None) -> dict[str, Any]:
+        if url is not None:
+            raise DefinitionError(f"question {self.key!r} is a form; url= applies to a Link only")
+        return {"mode": "form", "message": message or self.message, "requestedSchema": self._schema}
+
+    def _validate(self, content: Mapping[str, Any] | None) -> BaseModel:
+        if content is None:
+            raise InvalidAnswer("the answer was accepted but carried no values")
+        known = {k: v for k, v in content.items() if k in self._schema.get("properties", {})}
+        try:
+            return self._model.model_validate(known, strict=False)
+        except ValidationError as exc:
+            raise InvalidAnswer(_describe_errors(exc, self._schema)) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Form(_FormBase[M]):
+    """A flat form from a pydantic model; an accepted answer gives a validated instance of the model.
+
+    ```python
+    class Shipping(BaseModel):
+        city: str = Field(title="City", max_length=40)
+        express: bool = Field(default=False, title="Express delivery")
+
+    shipping = Form(key="shipping", model=Shipping, message="Where should it go?")
+    ```
+    """
+
+    model: type[M]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.model, type) and issubclass(self.model, BaseModel)):
+            raise DefinitionError(f"question {self.key!r}: model must be a pydantic BaseModel subclass")
+        self._build(self.model)
+
+    def read(self, content: Mapping[str, Any] | None) -> M:
+        return cast(M, self._validate(content))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Confirm(_FormBase[bool]):
+    """A confirmation. Plain: a yes/no checkbox (`True` only when ticked). Typed (`typed=True`): the user types an
+    exact value, such as the project name, and the answer is `True` only when it matches the `expect=` given at ask
+    time.
+    """
+
+    field: str = "confirm"
+    title: str = "Confirm"
+    typed: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        kind: Any = str if self.typed else bool
+        fields: dict[str, Any] = {self.field: (kind, Field(title=self.title))}
+        model = create_model(f"Confirm_{self.key}", __config__=ConfigDict(extra="ignore"), **fields)
+        self._build(model)
+
+    def read(self, content: Mapping[str, Any] | None) -> bool:
+        raise NotImplementedError  # answered through read_expect
+
+    def read_expect(self, content: Mapping[str, Any] | None, expect: str | None) -> bool:
+        value = getattr(self._validate(content), self.field)
+        if self.typed:
+            if expect is None:
+                raise DefinitionError(f"question {self.key!r} is a typed confirmation: pass expect= when asking")
+            return bool(value == expect)
+        return bool(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice(_FormBase[Any]):
+    """A choice from a list of values (`options`: values, or a mapping of value to title). An accepted answer gives
+    the chosen value, or a list of values with `multiple=True`."""
+
+    options: Sequence[str] | Mapping[str, str]
+    field: str = "choice"
+    title: str | None = None
+    multiple: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        values = list(self.options.keys() if isinstance(self.options, Mapping) else self.options)
+        if not values or len(set(values)) != len(values) or not all(isinstance(v, str) and v for v in values):
+            raise DefinitionError(f"question {self.key!r}: options must be distinct non-empty strings")
+        object.__setattr__(self, "options", tuple(values) if not isinstance(self.options, Mapping) else self.options)
+        literal: Any = Literal[tuple(values)]
+        kind: Any = list[literal] if self.multiple else literal
+        fields: dict[str, Any] = {
+            self.field: (kind, Field(title=self.title or self.field.replace("_", " ").capitalize()))
+        }
+        model = create_model(f"Choice_{self.key}", __config__=ConfigDict(extra="ignore"), **fields)
+        self._build(model)
+        if isinstance(self.options, Mapping):
+            prop = self._schema["properties"][self.field]
+            titled = [{"const": v, "title": t} for v, t in self.options.items()]
+            if self.multiple:
+                prop["items"] = {"anyOf": titled}
+            else:
+                prop.pop("enum", None)
+                prop["oneOf"] = titled
+        if isinstance(self.fallback, Argument) and self.fallback.values is None:
+            object.__setattr__(self, "fallback", Argument(self.fallback.name, tuple(values)))
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return tuple(self.options.keys() if isinstance(self.options, Mapping) else self.options)
+
+    def read(self, content: Mapping[str, Any] | None) -> Any:
+        return getattr(self._validate(content), self.field)
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_link(url: str, *, key: str = "link") -> str:
+    """Refuse links the spec forbids: not https (plain http only on loopback), credentials in userinfo or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if (parts.scheme == "https" and host) or (parts.scheme == "http" and _is_loopback(host)):
+        pass
+    else:
+        raise DefinitionError(
+            f"question {key!r}: link {parts.scheme}://{host or '?'}... must be https (plain http is allowed only on "
+            "loopback, for development)"
+        )
+    if parts.username or parts.password:
+        raise DefinitionError(f"question {key!r}: the link carries credentials in its user-info; remove them")
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if name.lower() in _CREDENTIAL_PARAMS or looks_secret(name):
+            raise DefinitionError(
+                f"question {key!r}: the link's query parameter {name!r} looks like a credential. A link must carry "
+                "no secret and not be pre-authenticated: put an opaque id in it and check who opens it."
+            )
+    return url
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link(Question[None]):
+    """Send the user to a page (URL mode): sign-in to another service, payment, anything sensitive.
+
+    An accepted link only means the user agreed to open it. The handler decides whether the work is done by
+    checking real state (`flow.link(q, url=..., done=account.active)`), never by the accept itself. A link is never
+    downgraded to a form.
+    """
+
+    url: str | None = None
+
+    mode: ClassVar[Literal["form", "url"]] = "url"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.fallback, Argument):
+            raise DefinitionError(f"question {self.key!r}: a link cannot fall back to a tool argument")
+        if self.url is not None:
+            check_link(self.url, key=self.key)
+
+    def render(self, *, message: str | None = None, url: str | None = None) -> dict[str, Any]:
+        target = url or self.url
+        if target is None:
+            raise DefinitionError(f"question {self.key!r} has no url: pass url= when asking")
+        check_link(target, key=self.key)
+        return {"mode": "url", "message": message or self.message, "url": target}
+
+    def read(self, content: Mapping[str, Any] | None) -> None:
+        return None

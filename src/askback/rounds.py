@@ -1,0 +1,77 @@
+"""Drive one MRTR round at a time against a server over Streamable HTTP, with the official SDK client.
+
+Each round is a brand-new HTTP connection (as a real client hours later would open), so behind several workers or a
+load balancer consecutive rounds of one flow can land on different instances. `Round.instance` says which one
+served it (from the `X-Askback-Instance` header). The demo and the tests use this; it is also a small example of
+driving rounds by hand with `allow_input_required=True`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+
+__all__ = ["Round", "call_round"]
+
+
+@dataclass(frozen=True)
+class Round:
+    result: CallToolResult | InputRequiredResult | None
+    error: MCPError | None
+    instance: str | None
+    http_status: int | None
+
+
+async def _no_answer(context: Any, params: Any) -> ElicitResult:
+    # Never called: rounds are answered by the caller through `responses=`. Its presence declares elicitation.
+    raise RuntimeError("call_round answers questions through responses=, not a callback")
+
+
+async def call_round(
+    url: str,
+    tool: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    token: str | None = None,
+    responses: Mapping[str, ElicitResult] | None = None,
+    request_state: str | None = None,
+    elicitation: bool = True,
+    timeout_seconds: float = 30.0,
+) -> Round:
+    """One `tools/call` on a fresh connection. `elicitation=False` declares no capabilities."""
+    seen: dict[str, Any] = {}
+
+    async def on_response(response: httpx2.Response) -> None:
+        if response.request.method == "POST":
+            seen["instance"] = response.headers.get("x-askback-instance")
+            seen["status"] = response.status_code
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(
+        headers=headers,
+        timeout=httpx2.Timeout(timeout_seconds),
+        limits=httpx2.Limits(max_keepalive_connections=0),
+        event_hooks={"response": [on_response]},
+    ) as http:
+        transport = streamable_http_client(url, http_client=http)
+        client = Client(transport, mode="2026-07-28", elicitation_callback=_no_answer if elicitation else None)
+        async with client:
+            try:
+                result = await client.session.call_tool(
+                    tool,
+                    dict(arguments or {}),
+                    input_responses=dict(responses) if responses else None,
+                    request_state=request_state,
+                    allow_input_required=True,
+                )
+            except MCPError as exc:
+                return Round(None, exc, seen.get("instance"), seen.get("status"))
+    assert isinstance(result, CallToolResult | InputRequiredResult)
+    return Round(result, None, seen.get("instance"), seen.get("status"))

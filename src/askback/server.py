@@ -1,0 +1,444 @@
+"""`Askback`: an MCP server (the official SDK's `MCPServer`) whose tools can ask the human.
+
+The SDK does the protocol: transports, JSON-RPC, wire types, and sealing `requestState` (AES-256-GCM, bound to the
+method, tool, arguments, server name and principal). askback adds, around each tool:
+
+- a `Flow` the handler asks through (see `flow.py`), with capability gates and fallbacks;
+- a key ring from configuration shared by every instance, and a sealed-state lifetime that outlives the flow
+  deadline by a grace period, so a late answer gets a clear "too late" message rather than a protocol error;
+- flows that complete once: the first complete result of a flow is recorded and a replayed final round gets it back;
+  effects that run once (`flow.once`);
+- the audit trail (`audit.py`), including requests refused for an invalid state.
+
+Each round reads the store once or twice (a finished flow? a recorded effect?) and writes its audit events in one
+batch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import secrets
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.request_state import RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
+
+from askback.audit import emit, instance_id
+from askback.clock import Clock, SystemClock, new_flow_id
+from askback.effects import run_once
+from askback.errors import AskbackError, ConfigurationError, DefinitionError, MissingCapabilityError
+from askback.flow import Flow, FlowEnded, FlowEvent, FlowState, NeedInput, ToolArgumentRequired
+from askback.questions import Question
+from askback.settings import Settings, load_settings
+from askback.store import AuditEvent, Store
+
+__all__ = ["Askback", "current_principal"]
+
+logger = logging.getLogger("askback")
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+_CTX = "askback_context"
+
+
+def current_principal() -> str | None:
+    """Who is calling: the authenticated subject (or client id), `None` on an unauthenticated transport."""
+    token = get_access_token()
+    if token is None:
+        return None
+    return token.subject or token.client_id
+
+
+class Askback:
+    """An MCP server whose tools ask the user through a `Flow`.
+
+    ```python
+    app = Askback("ops")
+
+    @app.tool()
+    async def delete_project(project_id: str, flow: Flow) -> str:
+        project = await projects.get(project_id)            # reads: rerun every round
+        if not flow.ask(confirm_project, expect=project.name):
+            return "Cancelled: name did not match."
+        await flow.once("delete", lambda: projects.delete(project_id))   # writes: after the answers, once
+        return f"Deleted {project.name}."
+    ```
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        new_id: Callable[[], str] = new_flow_id,
+        instructions: str | None = None,
+        **mcp_options: Any,
+    ) -> None:
+        self.settings = settings if settings is not None else load_settings()
+        self.clock: Clock = clock or SystemClock()
+        self._new_id = new_id
+        keys = self.settings.key_ring()
+        self.ephemeral_keys = not keys
+        if not keys:
+            keys = [secrets.token_urlsafe(32)]
+        # The sealed state must stay readable a little past the flow deadline, so that a person who took too long
+        # is told so instead of getting a protocol error.
+        security = RequestStateSecurity(
+            keys=keys,
+            ttl=self.settings.flow_deadline + self.settings.state_grace,
+            audience=self.settings.server_name or name,
+        )
+        self.mcp: MCPServer[Any] = MCPServer(
+            name, instructions=instructions, request_state_security=security, **mcp_options
+        )
+        # Outside the sealing boundary (index 0 is the SDK's OpenTelemetry middleware), to see its rejections.
+        self.mcp.middleware.insert(1, self._audit_rejections)
+        self._store: Store | None = None
+        self._store_lock: anyio.Lock | None = None
+        self._database_url = self.settings.database_url
+        self.tools: dict[str, tuple[Question[Any], ...]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.mcp.name
+
+    # -- storage --
+
+    async def store(self) -> Store:
+        """The store, opened (and for SQLite created and migrated) on first use."""
+        if self._store is not None:
+            return self._store
+        if self._store_lock is None:
+            self._store_lock = anyio.Lock()
+        async with self._store_lock:
+            if self._store is None:
+                self._store = await Store.open(self._database_url)
+        return self._store
+
+    async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    @asynccontextmanager
+    async def running(self) -> typing.AsyncIterator[Askback]:
+        """Open the store now and close it at the end (tests, embedding)."""
+        await self.store()
+        try:
+            yield self
+        finally:
+            await self.aclose()
+
+    # -- tools --
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        asks: Sequence[Question[Any]] = (),
+        structured_output: bool | None = None,
+    ) -> Callable[[F], F]:
+        """Register a tool. A parameter annotated `Flow` receives the flow; `asks` lists the questions the tool
+        may ask, so their keys are checked for clashes when the tool is defined."""
+
+        def decorator(fn: F) -> F:
+            self._register(fn, name, title, description, annotations, asks, structured_output)
+            return fn
+
+        return decorator
+
+    def _register(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        name: str | None,
+        title: str | None,
+        description: str | None,
+        annotations: ToolAnnotations | None,
+        asks: Sequence[Question[Any]],
+        structured_output: bool | None,
+    ) -> None:
+        tool_name = name or fn.__name__
+        if not inspect.iscoroutinefunction(fn):
+            raise DefinitionError(f"tool {tool_name!r} must be an async function")
+        keys = [q.key for q in asks]
+        if len(set(keys)) != len(keys):
+            dupes = sorted({k for k in keys if keys.count(k) > 1})
+            raise DefinitionError(f"tool {tool_name!r} lists two questions with the key(s) {dupes}; keys must differ")
+        for q in asks:
+            if not isinstance(q, Question):
+                raise DefinitionError(f"tool {tool_name!r}: asks= takes Question objects, got {type(q).__name__}")
+        hints = typing.get_type_hints(fn, include_extras=True)
+        sig = inspect.signature(fn)
+        flow_param = next((p for p in sig.parameters if hints.get(p) is Flow), None)
+        ctx_param = next(
+            (p for p in sig.parameters if isinstance(hints.get(p), type) and issubclass(hints[p], Context)), None
+        )
+        params = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in sig.parameters.values()
+            if p.name not in (flow_param, ctx_param)
+        ]
+        params.append(inspect.Parameter(_CTX, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+        returns = hints.get("return", sig.return_annotation)
+
+        async def run_tool(**kwargs: Any) -> Any:
+            ctx: Context[Any, Any] = kwargs.pop(_CTX)
+            return await self._call(tool_name, fn, kwargs, ctx, flow_param, ctx_param)
+
+        run_tool.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
+        run_tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+        run_tool.__name__ = fn.__name__
+        run_tool.__qualname__ = fn.__qualname__
+        run_tool.__module__ = fn.__module__
+        run_tool.__doc__ = fn.__doc__
+        self._converters[tool_name] = Tool.from_function(
+            run_tool, name=tool_name, structured_output=structured_output
+        ).fn_metadata.convert_result
+        self.mcp.add_tool(
+            run_tool,
+            name=tool_name,
+            title=title,
+            description=description,
+            annotations=annotations,
+            structured_output=structured_output,
+        )
+        self.tools[tool_name] = tuple(asks)
+
+    @property
+    def _converters(self) -> dict[str, Callable[[Any], CallToolResult | InputRequiredResult]]:
+        conv: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] | None = getattr(self, "_conv", None)
+        if conv is None:
+            conv = {}
+            self._conv = conv
+        return conv
+
+    def _complete(self, tool: str, value: Any) -> CallToolResult:
+        result = self._converters[tool](value)
+        assert isinstance(result, CallToolResult)
+        return result
+
+    def _end(self, tool: str, text: str) -> CallToolResult:
+        try:
+            return self._complete(tool, text)
+        except ValidationError:
+            # A tool with a structured (non-text) output cannot carry the text there; report it as a tool result
+            # the model reads, flagged so the output schema is not applied.
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    # -- one call --
+
+    async def _call(
+        self,
+        tool: str,
+        fn: Callable[..., Awaitable[Any]],
+        arguments: dict[str, Any],
+        ctx: Context[Any, Any],
+        flow_param: str | None,
+        ctx_param: str | None,
+    ) -> CallToolResult | InputRequiredResult:
+        now = self.clock.now()
+        principal = current_principal()
+        instance = instance_id()
+        plaintext = ctx.request_state
+        state = FlowState.decode(plaintext) if plaintext is not None else None
+        events: list[AuditEvent] = []
+
+        def event(kind: str, **fields: Any) -> None:
+            ev = AuditEvent(
+                event=kind,  # type: ignore[arg-type]
+                at=now,
+                tool=tool,
+                flow_id=fields.pop("flow_id", state.flow_id if state else None),
+                principal=principal,
+                instance=instance,
+                **fields,
+            )
+            events.append(ev)
+            emit(ev)
+
+        try:
+            store = await self.store()
+            if plaintext is not None and state is None:
+                event("rejected", outcome="invalid_state", detail="requestState not minted by askback")
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message="Invalid or expired requestState",
+                    data={"reason": "invalid_request_state"},
+                )
+            if state is not None:
+                recorded = await store.completion(state.flow_id)
+                if recorded is not None:
+                    event("completed", round=state.round, outcome="replayed")
+                    return CallToolResult.model_validate(recorded)
+                if now > state.started + self.settings.flow_deadline:
+                    minutes = self.settings.flow_deadline / 60
+                    text = (
+                        f"Expired: this request waited more than {minutes:g} minutes for an answer, so nothing was "
+                        "done. Call the tool again to start over."
+                    )
+                    return await self._finish(
+                        store, tool, state.flow_id, principal, self._end(tool, text), event, "expired", state.round
+                    )
+
+            flow = Flow(
+                tool=tool,
+                arguments=arguments,
+                capabilities=ctx.client_capabilities,
+                state=state,
+                responses=ctx.input_responses,
+                now=now,
+                run_effect=lambda flow_id, name, effect: run_once(
+                    store, flow_id, name, effect, clock=self.clock, wait=self.settings.effect_wait
+                ),
+            )
+            kwargs = dict(arguments)
+            if flow_param is not None:
+                kwargs[flow_param] = flow
+            if ctx_param is not None:
+                kwargs[ctx_param] = ctx
+            try:
+                try:
+                    value = await fn(**kwargs)
+                finally:
+                    self._record_flow_events(flow.events, event, flow.round)
+            except NeedInput:
+                if flow.round >= self.settings.max_rounds:
+                    text = (
+                        f"Stopped: this request asked {flow.round} rounds of questions without getting what it needs, "
+                        "so nothing was done. Call the tool again to start over."
+                    )
+                    assert state is not None
+                    return await self._finish(
+                        store,
+                        tool,
+                        state.flow_id,
+                        principal,
+                        self._end(tool, text),
+                        event,
+                        "too_many_rounds",
+                        flow.round,
+                    )
+                nxt = flow.next_state(new_id=self._new_id())
+                modes = sorted(set(flow.pending_modes.values()))
+                event("asked", flow_id=nxt.flow_id, round=nxt.round, keys=tuple(flow.pending), mode=",".join(modes))
+                return InputRequiredResult.model_validate(
+                    {"inputRequests": flow.input_requests(), "requestState": nxt.encode()}
+                )
+            except FlowEnded as ended:
+                result = self._end(tool, ended.text)
+                if flow.flow_id is None:
+                    event("completed", round=flow.round, outcome=ended.reason)
+                    return result
+                return await self._finish(store, tool, flow.flow_id, principal, result, event, ended.reason, flow.round)
+            except ToolArgumentRequired as exc:
+                event("rejected", outcome="missing_capability_fallback", detail=str(exc))
+                raise ToolError(str(exc)) from None
+            except MissingCapabilityError as exc:
+                event("rejected", outcome="missing_capability", detail=str(exc))
+                raise exc.to_mcp_error() from None
+            result = self._complete(tool, value)
+            if flow.flow_id is None:
+                if flow.events:
+                    event("completed", round=0, outcome="completed")
+                return result
+            return await self._finish(store, tool, flow.flow_id, principal, result, event, "completed", flow.round)
+        except AskbackError as exc:
+            raise exc.to_mcp_error() from exc
+        finally:
+            if events:
+                await self._write_audit(events)
+
+    async def _finish(
+        self,
+        store: Store,
+        tool: str,
+        flow_id: str,
+        principal: str | None,
+        result: CallToolResult,
+        event: Callable[..., None],
+        outcome: str,
+        round_: int,
+    ) -> CallToolResult:
+        wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        first = await store.record_completion(flow_id, tool=tool, principal=principal, result=wire, at=self.clock.now())
+        event("completed", flow_id=flow_id, round=round_, outcome=outcome if first == wire else "replayed")
+        return CallToolResult.model_validate(first)
+
+    @staticmethod
+    def _record_flow_events(flow_events: list[FlowEvent], event: Callable[..., None], round_: int) -> None:
+        for fe in flow_events:
+            if fe.kind == "answered":
+                event(
+                    "answered",
+                    round=round_,
+                    keys=(fe.key,),
+                    mode=fe.mode,
+                    action=fe.action,
+                    content=dict(fe.content) if fe.content is not None else None,
+                )
+            elif fe.kind == "invalid":
+                event(
+                    "rejected", round=round_, keys=(fe.key,), mode=fe.mode, outcome="invalid_answer", detail=fe.detail
+                )
+            elif fe.kind == "fallback":
+                event("answered", round=round_, keys=(fe.key,), mode=fe.mode, action="fallback", detail=fe.detail)
+
+    async def _write_audit(self, events: list[AuditEvent]) -> None:
+        try:
+            store = await self.store()
+            await store.add_audit_many(events)
+        except AskbackError:
+            logger.exception("askback could not write %d audit event(s)", len(events))
+
+    async def _audit_rejections(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except MCPError as exc:
+            data = exc.error.data if isinstance(exc.error.data, Mapping) else {}
+            if ctx.method == "tools/call" and data.get("reason") == "invalid_request_state":
+                params = ctx.params or {}
+                ev = AuditEvent(
+                    event="rejected",
+                    at=self.clock.now(),
+                    tool=str(params.get("name")),
+                    principal=current_principal(),
+                    outcome="invalid_state",
+                    detail="requestState failed verification (tampered, expired, another user's or another call's)",
+                    instance=instance_id(),
+                )
+                emit(ev)
+                await self._write_audit([ev])
+            raise
+
+    # -- serving --
+
+    def check_workers(self, workers: int) -> None:
+        """Refuse several workers with no shared key ring; warn about one."""
+        if self.ephemeral_keys and workers > 1:
+            raise ConfigurationError(
+                f"{workers} workers need one shared state key ring, or an answer that lands on another worker is "
+                "refused. Make a key with `askback keys new` and set ASKBACK_STATE_KEYS=<key> for every worker "
+                "(comma-separate several keys to rotate: the first one seals)."
+            )
+        if self.ephemeral_keys:
+            logger.warning(
+                "askback: no ASKBACK_STATE_KEYS set; using a key made at start-up. Pending questions are lost on "
+                "restart and no second worker or instance can take the answers. Set ASKBACK_STATE_KEYS (see "
+                "`askback keys new`)."
+            )

@@ -1,0 +1,66 @@
+"""One typed settings object, read from `ASKBACK_*` environment variables and validated at start-up.
+
+| variable | meaning | default |
+| --- | --- | --- |
+| `ASKBACK_STATE_KEYS` | comma-separated state keys (>= 32 chars each); the first seals, all unseal | none: one worker only, a key made at start-up |
+| `ASKBACK_DATABASE_URL` | `sqlite:///PATH` or `postgresql://USER[:PASS]@HOST:PORT/DB` | `sqlite:///askback.db` |
+| `ASKBACK_SERVER_NAME` | the audience sealed into every `requestState`; identical on every instance | the server's name |
+| `ASKBACK_FLOW_DEADLINE` | seconds a flow may take from its first question to its last answer | `900` |
+| `ASKBACK_STATE_GRACE` | seconds a sealed state stays readable after the flow deadline, to say "too late" politely | `300` |
+| `ASKBACK_MAX_ROUNDS` | rounds of questions one call may take | `8` |
+| `ASKBACK_EFFECT_WAIT` | seconds a replay waits for a concurrent first run of an effect to finish | `10` |
+| `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from askback.errors import ConfigurationError
+
+__all__ = ["Settings", "load_settings"]
+
+_MIN_KEY_LEN = 32
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ASKBACK_", extra="ignore", frozen=True)
+
+    state_keys: SecretStr | None = None
+    database_url: str = "sqlite:///askback.db"
+    server_name: str | None = None
+    flow_deadline: float = Field(default=900.0, gt=0)
+    state_grace: float = Field(default=300.0, ge=0)
+    max_rounds: int = Field(default=8, ge=1, le=100)
+    effect_wait: float = Field(default=10.0, gt=0)
+    demo_auth: bool = False
+
+    @field_validator("state_keys")
+    @classmethod
+    def _keys_are_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        for i, key in enumerate(_split(value.get_secret_value())):
+            if len(key) < _MIN_KEY_LEN:
+                raise ValueError(
+                    f"key {i} is {len(key)} characters; each state key needs at least {_MIN_KEY_LEN}. "
+                    "Make one with `askback keys new`."
+                )
+        return value
+
+    def key_ring(self) -> list[str]:
+        """The state keys, sealing key first; empty when none are configured."""
+        return _split(self.state_keys.get_secret_value()) if self.state_keys is not None else []
+
+
+def _split(raw: str) -> list[str]:
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read and validate the settings; a bad value raises `ConfigurationError` naming the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigurationError(f"Invalid askback configuration (ASKBACK_* environment variables): {exc}") from exc

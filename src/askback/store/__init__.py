@@ -1,0 +1,546 @@
+"""askback's database: the effects ledger, flow completions and the audit log, shared by every instance.
+
+Several server processes (one machine with SQLite, many with PostgreSQL) answer rounds of the same flow, so
+anything that must happen once is decided by the database, never in memory:
+
+- an effect is claimed by INSERTing its `(flow_id, name)` row; the primary key lets exactly one INSERT win,
+  and every loser reads the winner's row instead ('running', or 'done' with the recorded outcome);
+- a flow's result is likewise INSERTed once; later completions of the same flow get the stored one back.
+
+Everything here is plain async I/O around those two rules; the decisions about what a flow does live
+elsewhere. Driver failures are turned into `StoreUnavailableError` at this boundary (cause chained, password
+never shown); a duplicate key is not a failure but the answer to "who was first".
+
+The schema is created by the Alembic migrations beside this module (`migrations/`), run by `Store.upgrade`
+through the engine's own connection. SQLite databases are migrated on open; PostgreSQL ones only by
+`askback db upgrade`, so that one deliberate step changes a shared database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Insert, delete, event, func, insert, or_, select, text, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from askback.errors import ConfigurationError, StoreUnavailableError
+from askback.store._models import VERSION_TABLE, AuditRow, EffectRow, FlowRow
+
+__all__ = ["AuditEvent", "AuditFilter", "EffectClaim", "Store", "normalize_database_url"]
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "postgresql+psycopg2": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
+_ACCEPTED_URLS = (
+    "sqlite:///PATH (sqlite:////ABSOLUTE/PATH) or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE; "
+    "postgres://, postgresql+psycopg2://, postgresql+asyncpg:// and sqlite+aiosqlite:/// are accepted too"
+)
+
+# Several processes write one SQLite file; a writer waits this long for another's transaction to finish
+# before giving up with StoreUnavailableError.
+_SQLITE_BUSY_TIMEOUT_MS = 10_000
+# Execution option asking the SQLite BEGIN hook for a write lock up front (see _on_sqlite_begin).
+_BEGIN_IMMEDIATE = "askback_begin_immediate"
+# Any fixed number, the same in every askback process: the PostgreSQL advisory lock that migrators queue on.
+_PG_MIGRATION_LOCK = 0x61736B62
+# How often a claim retries when the row it collided with vanished (released) before it could be read.
+_RACE_ATTEMPTS = 5
+# SQLSTATE classes that mean "the server could not be reached or would not let us in", not "bad statement":
+# 08 connection exception, 28 invalid authorization, 3D no such database, 53 insufficient resources,
+# 57 operator intervention (shutdown, not accepting connections yet).
+_UNAVAILABLE_SQLSTATE_CLASSES = frozenset({"08", "28", "3D", "53", "57"})
+
+
+def normalize_database_url(url: str) -> str:
+    """The async-driver form of a database URL: `sqlite+aiosqlite://` or `postgresql+asyncpg://`.
+
+    Raises `ConfigurationError` for anything else; the message shows the accepted forms but never the URL
+    itself, which may hold a password.
+    """
+    scheme, separator, rest = url.partition("://")
+    driver = _ASYNC_DRIVERS.get(scheme.lower()) if separator else None
+    if driver is None:
+        # Only text before "://" is shown: a password can only come after it.
+        found = f"the scheme {scheme!r}" if separator else "no scheme (nothing before '://')"
+        raise ConfigurationError(
+            f"The database URL (ASKBACK_DATABASE_URL) has {found}, which askback cannot use. "
+            f"Set it to {_ACCEPTED_URLS}."
+        )
+    if driver.startswith("sqlite") and not rest.startswith("/"):
+        # sqlite://name.db would silently become an in-memory database that vanishes with the process.
+        raise ConfigurationError(
+            "The SQLite database URL (ASKBACK_DATABASE_URL) needs three slashes before a relative path "
+            "(sqlite:///askback.db) and four before an absolute one (sqlite:////var/lib/askback.db)."
+        )
+    normalized = f"{driver}://{rest}"
+    try:
+        make_url(normalized)
+    except (sa_exc.ArgumentError, ValueError) as exc:
+        raise ConfigurationError(
+            f"The database URL (ASKBACK_DATABASE_URL) could not be parsed; set it to {_ACCEPTED_URLS} "
+            "(percent-encode special characters in the user name and password)."
+        ) from exc
+    return normalized
+
+
+@dataclass(frozen=True)
+class EffectClaim:
+    """What `claim_effect` found: this caller 'won' and must run the effect, or it is 'running' elsewhere, or
+    it is 'done' and `outcome` is what the winner recorded."""
+
+    status: Literal["won", "done", "running"]
+    outcome: Any = None
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One line of the audit log. `at` comes from the caller's clock; `id` is set only when read back."""
+
+    event: Literal["asked", "answered", "completed", "rejected"]
+    at: float
+    tool: str | None = None
+    flow_id: str | None = None
+    principal: str | None = None
+    round: int | None = None
+    keys: tuple[str, ...] = ()
+    mode: str | None = None
+    action: str | None = None
+    content: dict[str, Any] | None = None
+    outcome: str | None = None
+    detail: str | None = None
+    instance: str | None = None
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which audit events to read. Fields left `None` do not filter.
+
+    `since` is inclusive and `until` exclusive, so consecutive windows never list an event twice. `contains`
+    is a case-insensitive substring of the content JSON, the outcome or the detail. When more than `limit`
+    events match, the newest `limit` are returned (still oldest first), as `tail` would.
+    """
+
+    tool: str | None = None
+    principal: str | None = None
+    flow_id: str | None = None
+    event: str | None = None
+    since: float | None = None
+    until: float | None = None
+    contains: str | None = None
+    limit: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            raise ValueError(f"AuditFilter.limit must be at least 1, not {self.limit}")
+
+
+class Store:
+    """The database behind effects, completions and audit. Make one with `await Store.open(url)`."""
+
+    def __init__(self, engine: AsyncEngine, *, safe_url: str) -> None:
+        self._engine = engine
+        self._safe_url = safe_url
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine, for an application that keeps its own tables in the same database."""
+        return self._engine
+
+    @property
+    def safe_url(self) -> str:
+        """The database URL with any password hidden."""
+        return self._safe_url
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool | None = None, check: bool = True) -> Store:
+        """Connect, then migrate (`migrate=True`) or check that the schema is current (`migrate=False`).
+
+        `migrate=None` migrates SQLite, whose file belongs to this deployment, and never PostgreSQL, whose
+        schema changes only through `askback db upgrade`. `check=False` skips the check (for the upgrade itself).
+        """
+        parsed = make_url(normalize_database_url(url))
+        is_sqlite = parsed.get_backend_name() == "sqlite"
+        if migrate is None:
+            migrate = is_sqlite
+        if is_sqlite and not migrate and check:
+            _require_sqlite_file(parsed)
+        store = cls(_create_engine(parsed), safe_url=parsed.render_as_string(hide_password=True))
+        try:
+            if migrate:
+                await store.upgrade()
+            elif check:
+                await store._require_head()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def upgrade(self) -> None:
+        """Bring the schema to the newest revision (Alembic `upgrade head`); a no-op when it is there."""
+        # Migrators must run one at a time: two processes would both create the tables, and two in one
+        # process would trample Alembic's module-global context. So each takes a database-wide lock before
+        # Alembic reads the version table: SQLite's write lock (BEGIN IMMEDIATE) or a PostgreSQL advisory
+        # lock, both held until this transaction ends; whoever comes second then finds the schema at head.
+        engine = self._engine.execution_options(**{_BEGIN_IMMEDIATE: True})
+        with self._reachable("upgrade the database schema"):
+            async with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+                await conn.run_sync(_upgrade_to_head)
+
+    async def current_revision(self) -> str | None:
+        """The schema revision the database is at; `None` when askback's tables were never created."""
+        with self._reachable("read the database schema revision"):
+            async with self._engine.connect() as conn:
+                return await conn.run_sync(_read_revision)
+
+    @staticmethod
+    def head_revision() -> str:
+        """The schema revision this version of askback needs."""
+        head = _script_directory().get_current_head()
+        if head is None:
+            raise RuntimeError(f"askback is installed without its migrations (looked in {_MIGRATIONS})")
+        return head
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    async def ping(self) -> None:
+        """Raise `StoreUnavailableError` unless the database answers a trivial query."""
+        with self._reachable("check the database"):
+            async with self._engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+
+    # Effects ledger ---------------------------------------------------------------------------------------
+
+    async def claim_effect(self, flow_id: str, name: str, *, instance: str, at: float) -> EffectClaim:
+        """Try to become the one attempt that runs effect `name` of flow `flow_id`.
+
+        'won' means this caller must run it and then `finish_effect` (or `release_effect` if it raised);
+        otherwise the claim says what the attempt that did win has got to.
+        """
+        claim = insert(EffectRow).values(flow_id=flow_id, name=name, status="running", instance=instance, started_at=at)
+        with self._reachable(f"claim effect {name!r}"):
+            for _ in range(_RACE_ATTEMPTS):
+                if await self._insert_first(claim):
+                    return EffectClaim("won")
+                existing = await self._read_effect(flow_id, name)
+                if existing is not None:
+                    return existing
+        # Each time, the winner released between our INSERT and our read; someone is evidently at it.
+        return EffectClaim("running")
+
+    async def finish_effect(self, flow_id: str, name: str, outcome: Any, *, at: float) -> None:
+        """Record the outcome of an effect this caller won; every later claim reads it back."""
+        stored = _to_json(outcome, what=f"the outcome of effect {name!r}")
+        with self._reachable(f"record the outcome of effect {name!r}"):
+            async with self._engine.begin() as conn:
+                result = await conn.execute(
+                    update(EffectRow)
+                    .where(EffectRow.flow_id == flow_id, EffectRow.name == name, EffectRow.status == "running")
+                    .values(status="done", outcome=stored, finished_at=at)
+                )
+        if result.rowcount != 1:
+            raise RuntimeError(
+                f"Effect {name!r} of flow {flow_id!r} has no running claim to finish: claim_effect must return "
+                "'won' first, and an outcome, once recorded, is never replaced."
+            )
+
+    async def release_effect(self, flow_id: str, name: str) -> None:
+        """Give up a claim whose effect raised, so that a retry may run it; a finished effect stays."""
+        with self._reachable(f"release effect {name!r}"):
+            async with self._engine.begin() as conn:
+                await conn.execute(
+                    delete(EffectRow).where(
+                        EffectRow.flow_id == flow_id, EffectRow.name == name, EffectRow.status == "running"
+                    )
+                )
+
+    async def effect(self, flow_id: str, name: str) -> EffectClaim | None:
+        """Where effect `name` of flow `flow_id` stands ('running' or 'done'), or `None` if never claimed."""
+        with self._reachable(f"read effect {name!r}"):
+            return await self._read_effect(flow_id, name)
+
+    async def count_effects(self, name: str | None = None) -> int:
+        """How many effects are claimed (running or done), all of them or those called `name`."""
+        query = select(func.count()).select_from(EffectRow)
+        if name is not None:
+            query = query.where(EffectRow.name == name)
+        with self._reachable("count effects"):
+            async with self._engine.connect() as conn:
+                return (await conn.execute(query)).scalar_one()
+
+    # Flow completions -------------------------------------------------------------------------------------
+
+    async def record_completion(self, flow_id: str, *, tool: str, principal: str | None, result: Any, at: float) -> Any:
+        """Store the result of a flow unless one is stored already; return the stored one either way."""
+        stored = _to_json(result, what=f"the result of tool {tool!r}")
+        row = insert(FlowRow).values(flow_id=flow_id, tool=tool, principal=principal, result=stored, completed_at=at)
+        with self._reachable(f"record the result of flow {flow_id!r}"):
+            if await self._insert_first(row):
+                return json.loads(stored)
+            existing = await self._read_completion(flow_id)
+        if existing is None:
+            raise StoreUnavailableError(
+                f"The stored result of flow {flow_id!r} was deleted while it was being read; retry the call."
+            )
+        return json.loads(existing)
+
+    async def completion(self, flow_id: str) -> Any | None:
+        """The stored result of flow `flow_id`, or `None` if it has not completed."""
+        with self._reachable(f"read the result of flow {flow_id!r}"):
+            stored = await self._read_completion(flow_id)
+        return None if stored is None else json.loads(stored)
+
+    # Audit ------------------------------------------------------------------------------------------------
+
+    async def add_audit(self, event: AuditEvent) -> None:
+        await self.add_audit_many([event])
+
+    async def add_audit_many(self, events: Sequence[AuditEvent]) -> None:
+        """Write several events in one transaction (one round's events are written together)."""
+        if not events:
+            return
+        rows = [
+            {
+                "at": event.at,
+                "event": event.event,
+                "tool": event.tool,
+                "flow_id": event.flow_id,
+                "principal": event.principal,
+                "round": event.round,
+                "keys": _to_json(list(event.keys), what="audit keys"),
+                "mode": event.mode,
+                "action": event.action,
+                "content": None if event.content is None else _to_json(event.content, what="audit content"),
+                "outcome": event.outcome,
+                "detail": event.detail,
+                "instance": event.instance,
+            }
+            for event in events
+        ]
+        with self._reachable(f"write {len(rows)} audit event(s)"):
+            async with self._engine.begin() as conn:
+                await conn.execute(insert(AuditRow), rows)
+
+    async def audit(self, flt: AuditFilter = AuditFilter()) -> list[AuditEvent]:
+        """The audit events that match `flt`, oldest first."""
+        query = select(AuditRow.__table__)
+        for column, wanted in (
+            (AuditRow.tool, flt.tool),
+            (AuditRow.principal, flt.principal),
+            (AuditRow.flow_id, flt.flow_id),
+            (AuditRow.event, flt.event),
+        ):
+            if wanted is not None:
+                query = query.where(column == wanted)
+        if flt.since is not None:
+            query = query.where(AuditRow.at >= flt.since)
+        if flt.until is not None:
+            query = query.where(AuditRow.at < flt.until)
+        if flt.contains is not None:
+            query = query.where(
+                or_(
+                    *(
+                        column.icontains(flt.contains, autoescape=True)
+                        for column in (AuditRow.content, AuditRow.outcome, AuditRow.detail)
+                    )
+                )
+            )
+        query = query.order_by(AuditRow.at.desc(), AuditRow.id.desc()).limit(flt.limit)
+        with self._reachable("read the audit log"):
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+        return [_audit_event(row._mapping) for row in reversed(rows)]
+
+    # Plumbing ---------------------------------------------------------------------------------------------
+
+    async def _insert_first(self, row: Insert) -> bool:
+        """INSERT `row`; `False` when a row with its key is already there, i.e. someone else was first."""
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(row)
+        except sa_exc.IntegrityError:
+            return False
+        return True
+
+    async def _read_effect(self, flow_id: str, name: str) -> EffectClaim | None:
+        async with self._engine.connect() as conn:
+            found = (
+                await conn.execute(
+                    select(EffectRow.status, EffectRow.outcome).where(
+                        EffectRow.flow_id == flow_id, EffectRow.name == name
+                    )
+                )
+            ).first()
+        if found is None:
+            return None
+        if found.status == "done":
+            return EffectClaim("done", None if found.outcome is None else json.loads(found.outcome))
+        return EffectClaim("running")
+
+    async def _read_completion(self, flow_id: str) -> str | None:
+        async with self._engine.connect() as conn:
+            return (await conn.execute(select(FlowRow.result).where(FlowRow.flow_id == flow_id))).scalar()
+
+    async def _require_head(self) -> None:
+        current, head = await self.current_revision(), self.head_revision()
+        if current == head:
+            return
+        if current is None:
+            raise ConfigurationError(
+                f"The database at {self._safe_url} has no askback tables yet. Run `askback db upgrade` with "
+                "the same ASKBACK_DATABASE_URL to create them, then start askback again."
+            )
+        if current not in {script.revision for script in _script_directory().walk_revisions()}:
+            raise ConfigurationError(
+                f"The database at {self._safe_url} is at schema revision {current!r}, which this version of "
+                f"askback does not know (its newest is {head!r}): a newer askback upgraded it. Install that "
+                "newer askback here too, or point ASKBACK_DATABASE_URL at another database."
+            )
+        raise ConfigurationError(
+            f"The database at {self._safe_url} is at schema revision {current!r}, but this askback needs "
+            f"{head!r}. Run `askback db upgrade` with the same ASKBACK_DATABASE_URL, then start askback again."
+        )
+
+    @contextmanager
+    def _reachable(self, doing: str) -> Iterator[None]:
+        """Turn "the database is not there" into `StoreUnavailableError`; let every other error through."""
+        try:
+            yield
+        except (sa_exc.DBAPIError, sa_exc.TimeoutError, OSError) as exc:
+            if not _means_unavailable(exc):
+                raise
+            raise StoreUnavailableError(
+                f"Could not {doing}: the database at {self._safe_url} is unavailable ({_first_line(exc)}). "
+                "Check that it is running and reachable with these credentials, then retry."
+            ) from exc
+
+
+def _means_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, OSError | sa_exc.TimeoutError | sa_exc.OperationalError | sa_exc.InterfaceError):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        return exc.connection_invalidated or (
+            isinstance(sqlstate, str) and sqlstate[:2] in _UNAVAILABLE_SQLSTATE_CLASSES
+        )
+    return False
+
+
+def _first_line(exc: BaseException) -> str:
+    # The driver's own message only: SQLAlchemy's text would add the statement and its parameters, which
+    # can carry what a user typed into a form.
+    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None else exc
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__
+
+
+def _to_json(value: Any, *, what: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+
+
+def _audit_event(row: Any) -> AuditEvent:
+    return AuditEvent(
+        id=row["id"],
+        at=row["at"],
+        event=row["event"],
+        tool=row["tool"],
+        flow_id=row["flow_id"],
+        principal=row["principal"],
+        round=row["round"],
+        keys=tuple(json.loads(row["keys"])),
+        mode=row["mode"],
+        action=row["action"],
+        content=None if row["content"] is None else json.loads(row["content"]),
+        outcome=row["outcome"],
+        detail=row["detail"],
+        instance=row["instance"],
+    )
+
+
+def _require_sqlite_file(url: URL) -> None:
+    """Refuse a missing SQLite file when not migrating, rather than let SQLite create an empty one."""
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return
+    if not Path(database).exists():
+        raise ConfigurationError(
+            f"There is no askback database at {database}. Run `askback db upgrade` with the same "
+            "ASKBACK_DATABASE_URL to create it, or correct ASKBACK_DATABASE_URL."
+        )
+
+
+def _create_engine(url: URL) -> AsyncEngine:
+    if url.get_backend_name() != "sqlite":
+        # Instances outlive database restarts and failovers; test each pooled connection before use.
+        return create_async_engine(url, pool_pre_ping=True)
+    engine = create_async_engine(url)
+    event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
+    event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # The sqlite3 module emits BEGIN itself only before INSERT/UPDATE/DELETE, so a migration's DDL would be
+    # committed statement by statement. Take BEGIN over (SQLAlchemy's documented recipe, _on_sqlite_begin).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        # busy_timeout first: switching to WAL needs a lock another process may be holding.
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+        # WAL lets readers in other processes carry on while one process writes.
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(conn: Connection) -> None:
+    immediate = conn.get_execution_options().get(_BEGIN_IMMEDIATE, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    # Config values go through configparser, which would read a '%' in the path as interpolation.
+    config.set_main_option("script_location", str(_MIGRATIONS).replace("%", "%%"))
+    return config
+
+
+@cache
+def _script_directory() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_alembic_config())
+
+
+def _upgrade_to_head(connection: Connection) -> None:
+    config = _alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+def _read_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()

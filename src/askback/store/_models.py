@@ -1,0 +1,74 @@
+"""The tables askback keeps in its database, as SQLAlchemy 2 declarative models.
+
+These models are what `Store` queries with and what `alembic check` compares against; the schema itself is
+created by the hand-written migrations in `migrations/versions/`, never by `create_all`. A change here needs a
+new migration next to it. Types are the portable ones (String, Text, Float, Integer) so that one migration
+serves SQLite and PostgreSQL alike; JSON lives in Text columns, written with sorted keys.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Float, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["VERSION_TABLE", "AuditRow", "Base", "EffectRow", "FlowRow"]
+
+# Our own name rather than Alembic's default, so that an application keeping its own Alembic history in the
+# same database does not collide with ours.
+VERSION_TABLE = "askback_alembic_version"
+
+_NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=_NAMING)
+
+
+class EffectRow(Base):
+    """One side effect of one flow: 'running' while an attempt holds it, 'done' with its outcome after."""
+
+    __tablename__ = "askback_effects"
+
+    flow_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    outcome: Mapped[str | None] = mapped_column(Text)
+    instance: Mapped[str | None] = mapped_column(String(255))
+    started_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class FlowRow(Base):
+    """The first complete result of a flow; later replays of the same flow read this back."""
+
+    __tablename__ = "askback_flows"
+
+    flow_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(255))
+    principal: Mapped[str | None] = mapped_column(String(255))
+    result: Mapped[str] = mapped_column(Text)
+    completed_at: Mapped[float] = mapped_column(Float)
+
+
+class AuditRow(Base):
+    """One audit event: a question asked, an answer given, a flow completed or a request rejected."""
+
+    __tablename__ = "askback_audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    event: Mapped[str] = mapped_column(String(32))
+    tool: Mapped[str | None] = mapped_column(String(255), index=True)
+    flow_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    principal: Mapped[str | None] = mapped_column(String(255), index=True)
+    round: Mapped[int | None] = mapped_column(Integer)
+    keys: Mapped[str] = mapped_column(Text)
+    mode: Mapped[str | None] = mapped_column(String(32))
+    action: Mapped[str | None] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[str | None] = mapped_column(Text)
+    instance: Mapped[str | None] = mapped_column(String(255))

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from askback import Askback, load_settings
+from askback.clock import FrozenClock
+from askback.demo import build
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(at=1_800_000_000.0)
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'askback.db'}"
+
+
+@pytest.fixture
+def make_settings(db_url: str) -> Callable[..., Any]:
+    key = secrets.token_urlsafe(32)
+
+    def make(**overrides: Any) -> Any:
+        values: dict[str, Any] = {"database_url": db_url, "state_keys": key, "demo_auth": True}
+        values.update(overrides)
+        return load_settings(**values)
+
+    return make
+
+
+@pytest.fixture
+async def demo(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIterator[Askback]:
+    app = build(make_settings(), clock=clock)
+    async with app.running():
+        yield app
