@@ -190,6 +190,7 @@ class Flow:
         self.pending_modes: dict[str, str] = {}
         self.events: list[FlowEvent] = []
         self._seen: dict[str, tuple[dict[str, Any], str]] = {}
+        self._pending_digest: dict[str, str] = {}
         self._unsealed_answers = False
 
     # -- properties --
@@ -235,8 +236,9 @@ class Flow:
         result = self._outcome(question, message=message, url=url, expect=None, batch=False, fresh_only=True)
         if isinstance(result, Accepted):
             # Accepted but the real state says it is not done yet: ask again, saying so.
-            note = "That does not seem to be finished yet. " + (message or question.message)
-            self._schedule(question, question.render(message=note, url=url))
+            params = question.render(message=message, url=url)
+            note = "That does not seem to be finished yet. " + params["message"]
+            self._schedule(question, {**params, "message": note}, base=digest(params))
             raise NeedInput
         self._value(question, result)
 
@@ -252,6 +254,7 @@ class Flow:
                 for key, (params, mode) in self._seen.items():
                     self.pending[key] = params
                     self.pending_modes[key] = mode
+                    self._pending_digest[key] = digest(params)
                     self.events.append(FlowEvent("ignored", key, mode, detail="answer without askback state"))
                 self.recorded = {}
                 raise NeedInput
@@ -272,11 +275,14 @@ class Flow:
             raise FlowEnded(question.on_decline or f"Cancelled: you declined ({question.label}).", "declined")
         raise FlowEnded(question.on_cancel or f"Cancelled: the question was dismissed ({question.label}).", "cancelled")
 
-    def _schedule(self, question: Question[Any], params: dict[str, Any]) -> None:
+    def _schedule(self, question: Question[Any], params: dict[str, Any], *, base: str | None = None) -> None:
+        """Ask `params` this round. `base` is the digest of the question without any note added to its message
+        (a re-ask says what was wrong), which is what the answer is matched against next round."""
         if question.key in self.pending and self.pending[question.key] != params:
             raise TypeError(f"two different questions use the key {question.key!r} in one round")
         self.pending[question.key] = params
         self.pending_modes[question.key] = question.mode
+        self._pending_digest[question.key] = base or digest(params)
 
     def _outcome(
         self,
@@ -329,7 +335,7 @@ class Flow:
             note = f"That answer was not accepted ({exc}). Please answer again. {params['message']}"
             reasked = {**params, "message": note}
             if _declares(self.capabilities, question.mode):
-                self._schedule(question, reasked)
+                self._schedule(question, reasked, base=q)
             return None
         if question.mode == "form" and content is not None:
             # Keep only the fields the form asked for: nothing else rides the state or the audit trail.
@@ -374,7 +380,7 @@ class Flow:
             started=base.started if base else self.now,
             round=(base.round if base else 0) + 1,
             answers=dict(self.recorded),
-            asked={key: digest(params) for key, params in self.pending.items()},
+            asked=dict(self._pending_digest),
         )
 
     def input_requests(self) -> dict[str, dict[str, Any]]:

@@ -49,7 +49,8 @@ async def call_round(
     seen: dict[str, Any] = {}
 
     async def on_response(response: httpx2.Response) -> None:
-        if response.request.method == "POST":
+        # The client may send other requests too (a tools/list to check the output schema): keep the call's.
+        if response.request.method == "POST" and b'"tools/call"' in response.request.content:
             seen["instance"] = response.headers.get("x-askback-instance")
             seen["status"] = response.status_code
 

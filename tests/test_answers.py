@@ -1,0 +1,255 @@
+"""Answers: validated on the server, re-asked when wrong, ignored when unknown; links never taken as proof; flows
+end politely when out of time or rounds. Through the official SDK client, in memory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+import pytest
+from mcp import Client
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+from pydantic import BaseModel, Field
+
+from askback import Askback, Choice, Default, Flow, Form, Link
+from askback.clock import FrozenClock
+from askback.store import AuditFilter
+
+pytestmark = pytest.mark.anyio
+
+
+class Order(BaseModel):
+    quantity: int = Field(title="Quantity", ge=1, le=10)
+    size: Literal["S", "M", "L"] = Field(title="Size")
+    gift: bool = Field(default=False, title="Gift wrap")
+
+
+order_form = Form(key="order", model=Order, message="How many, and which size?")
+connect = Link(key="connect", message="Connect your calendar.")
+colour = Choice(key="colour", message="Which colour?", options=["red", "blue"], fallback=Default("red"))
+ACCOUNTS: dict[str, bool] = {}
+ORDERS: list[dict[str, Any]] = []
+
+
+def build(settings: Any, clock: FrozenClock) -> Askback:
+    app = Askback("answers-test", settings=settings, clock=clock)
+
+    @app.tool(asks=[order_form])
+    async def order(item: str, flow: Flow) -> str:
+        answer = flow.ask(order_form)
+
+        async def write() -> dict[str, Any]:
+            ORDERS.append({"item": item, **answer.model_dump()})
+            return answer.model_dump()
+
+        placed = await flow.once("order", write)
+        return f"Ordered {placed['quantity']} x {item} size {placed['size']}."
+
+    @app.tool(asks=[connect])
+    async def calendar(user: str, flow: Flow) -> str:
+        flow.link(connect, url=f"https://accounts.example.com/connect?flow={user}", done=ACCOUNTS.get(user, False))
+        return f"Calendar of {user} is connected."
+
+    @app.tool(asks=[colour])
+    async def paint(flow: Flow) -> str:
+        return f"Painted {flow.ask(colour)}."
+
+    return app
+
+
+@pytest.fixture
+async def app(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIterator[Askback]:
+    ORDERS.clear()
+    ACCOUNTS.clear()
+    server = build(make_settings(max_rounds=4), clock)
+    async with server.running():
+        yield server
+
+
+async def _noop(context: Any, params: Any) -> ElicitResult:
+    raise AssertionError("rounds are driven by hand in these tests")
+
+
+async def call(
+    client: Client, tool: str, args: dict[str, Any], responses: dict[str, ElicitResult] | None = None, state: Any = None
+) -> CallToolResult | InputRequiredResult:
+    result = await client.session.call_tool(
+        tool, args, input_responses=responses, request_state=state, allow_input_required=True
+    )
+    assert isinstance(result, CallToolResult | InputRequiredResult)
+    return result
+
+
+def accept(**content: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content=content)
+
+
+def message(result: CallToolResult | InputRequiredResult, key: str) -> str:
+    assert isinstance(result, InputRequiredResult) and result.input_requests
+    params = result.input_requests[key].params
+    assert params is not None
+    return str(params.message)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ({"quantity": "many", "size": "M"}, "Quantity"),  # wrong type
+        ({"quantity": 11, "size": "M"}, "Quantity"),  # out of bounds
+        ({"size": "M"}, "Quantity"),  # missing field
+        ({"quantity": 2, "size": "XXL"}, "Size"),  # unknown enum value
+    ],
+)
+async def test_invalid_form_content_is_asked_again_saying_what_was_wrong(
+    app: Askback, content: dict[str, Any], why: str
+) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        first = await call(client, "order", {"item": "shirt"})
+        second = await call(client, "order", {"item": "shirt"}, {"order": accept(**content)}, first.request_state)  # type: ignore[union-attr]
+        assert isinstance(second, InputRequiredResult)
+        assert set(second.input_requests or {}) == {"order"}
+        assert "not accepted" in message(second, "order") and why in message(second, "order")
+        assert ORDERS == []
+        third = await call(
+            client, "order", {"item": "shirt"}, {"order": accept(quantity=2, size="M")}, second.request_state
+        )
+    assert isinstance(third, CallToolResult) and not third.is_error
+    assert ORDERS == [{"item": "shirt", "quantity": 2, "size": "M", "gift": False}]
+    rejected = await (await app.store()).audit(AuditFilter(event="rejected"))
+    assert [e.outcome for e in rejected] == ["invalid_answer"] and why in (rejected[0].detail or "")
+
+
+async def test_unknown_keys_and_extra_fields_are_ignored(app: Askback) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        first = await call(client, "order", {"item": "hat"})
+        done = await call(
+            client,
+            "order",
+            {"item": "hat"},
+            {"order": accept(quantity=1, size="S", colour="green"), "stranger": accept(x=1)},
+            first.request_state,  # type: ignore[union-attr]
+        )
+    assert isinstance(done, CallToolResult) and "Ordered 1 x hat size S." in done.content[0].text  # type: ignore[union-attr]
+    answered = await (await app.store()).audit(AuditFilter(event="answered"))
+    assert [e.content for e in answered] == [{"quantity": 1, "size": "S"}]  # the extra field is not kept
+
+
+async def test_an_accepted_link_alone_never_completes(app: Askback) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        first = await call(client, "calendar", {"user": "ada"})
+        assert isinstance(first, InputRequiredResult)
+        params = first.input_requests["connect"].params  # type: ignore[index]
+        assert params.mode == "url" and params.url.startswith("https://accounts.example.com/")  # type: ignore[union-attr]
+        # The user says they opened it, but the account is not connected: ask again.
+        second = await call(
+            client, "calendar", {"user": "ada"}, {"connect": ElicitResult(action="accept")}, first.request_state
+        )
+        assert isinstance(second, InputRequiredResult)
+        assert "not seem to be finished" in message(second, "connect")
+        ACCOUNTS["ada"] = True  # the real state changes (the hosted page did its work)
+        third = await call(
+            client, "calendar", {"user": "ada"}, {"connect": ElicitResult(action="accept")}, second.request_state
+        )
+    assert isinstance(third, CallToolResult) and third.content[0].text == "Calendar of ada is connected."  # type: ignore[union-attr]
+
+
+async def test_a_link_needs_url_mode_declared_explicitly(app: Askback) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    async with Client(app.mcp) as client:
+        with pytest.raises(MCPError) as err:
+            await call(client, "calendar", {"user": "ada"})
+    assert err.value.error.code == -32021
+    assert err.value.error.data == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+
+
+async def test_a_default_fallback_answers_for_a_client_that_cannot_ask(app: Askback) -> None:
+    async with Client(app.mcp) as client:
+        result = await call(client, "paint", {})
+    assert isinstance(result, CallToolResult) and result.content[0].text == "Painted red."  # type: ignore[union-attr]
+
+
+async def test_answers_without_askback_state_are_asked_again_before_an_effect(app: Askback) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        # A client that answers without ever having received askback's state (or drops it).
+        unsealed = await call(client, "order", {"item": "mug"}, {"order": accept(quantity=1, size="L")})
+        assert isinstance(unsealed, InputRequiredResult) and set(unsealed.input_requests or {}) == {"order"}
+        assert unsealed.request_state
+        assert ORDERS == []
+        done = await call(
+            client, "order", {"item": "mug"}, {"order": accept(quantity=1, size="L")}, unsealed.request_state
+        )
+    assert isinstance(done, CallToolResult)
+    assert len(ORDERS) == 1
+
+
+async def test_a_tool_without_effects_completes_on_answers_alone(app: Askback) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        result = await call(client, "paint", {}, {"colour": accept(choice="blue")})
+    assert isinstance(result, CallToolResult) and result.content[0].text == "Painted blue."  # type: ignore[union-attr]
+
+
+async def test_the_round_cap_ends_the_flow_with_a_clear_message(app: Askback) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        result = await call(client, "order", {"item": "sock"})
+        rounds = 1
+        while isinstance(result, InputRequiredResult):
+            assert rounds <= 5, "the cap of 4 rounds did not stop the flow"
+            result = await call(
+                client, "order", {"item": "sock"}, {"order": accept(quantity=0, size="M")}, result.request_state
+            )
+            rounds += 1
+    assert not result.is_error
+    assert result.content[0].text.startswith("Stopped: this request asked 4 rounds")  # type: ignore[union-attr]
+    assert ORDERS == []
+
+
+async def test_past_the_flow_deadline_the_person_is_told_it_took_too_long(app: Askback, clock: FrozenClock) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        first = await call(client, "order", {"item": "cap"})
+        clock.advance(app.settings.flow_deadline + 1)
+        late = await call(
+            client, "order", {"item": "cap"}, {"order": accept(quantity=1, size="M")}, first.request_state
+        )  # type: ignore[union-attr]
+    assert isinstance(late, CallToolResult) and not late.is_error
+    assert late.content[0].text.startswith("Expired: this request waited more than 15 minutes")  # type: ignore[union-attr]
+    assert ORDERS == []
+
+
+async def test_within_the_deadline_a_slow_answer_still_completes(app: Askback, clock: FrozenClock) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        first = await call(client, "order", {"item": "cap"})
+        clock.advance(app.settings.flow_deadline - 1)
+        done = await call(
+            client, "order", {"item": "cap"}, {"order": accept(quantity=1, size="M")}, first.request_state
+        )  # type: ignore[union-attr]
+    assert isinstance(done, CallToolResult) and done.content[0].text.startswith("Ordered")  # type: ignore[union-attr]
+
+
+async def test_a_replayed_final_round_returns_the_first_outcome_and_runs_nothing_again(app: Askback) -> None:
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        first = await call(client, "order", {"item": "bag"})
+        final = ({"order": accept(quantity=3, size="L")}, first.request_state)  # type: ignore[union-attr]
+        results = [await call(client, "order", {"item": "bag"}, *final) for _ in range(4)]
+        # Even different answers on a replay of a finished flow change nothing.
+        results.append(await call(client, "order", {"item": "bag"}, {"order": accept(quantity=9, size="S")}, final[1]))
+    texts = {r.content[0].text for r in results}  # type: ignore[union-attr]
+    assert texts == {"Ordered 3 x bag size L."}
+    assert len(ORDERS) == 1
+    completed = await (await app.store()).audit(AuditFilter(event="completed"))
+    assert [e.outcome for e in completed] == ["completed", "replayed", "replayed", "replayed", "replayed"]
+
+
+async def test_audit_events_are_logged_with_fields(app: Askback, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="askback.audit")
+    async with Client(app.mcp, elicitation_callback=_noop) as client:
+        first = await call(client, "order", {"item": "pen"})
+        await call(client, "order", {"item": "pen"}, {"order": accept(quantity=1, size="S")}, first.request_state)  # type: ignore[union-attr]
+    records = [r for r in caplog.records if r.name == "askback.audit"]
+    assert [r.askback_event for r in records] == ["asked", "answered", "completed"]  # type: ignore[attr-defined]
+    assert records[0].keys == ["order"] and records[0].tool == "order"  # type: ignore[attr-defined]
+    flow_ids = {r.flow_id for r in records}  # type: ignore[attr-defined]
+    assert len(flow_ids) == 1 and None not in flow_ids
+    for r in records:
+        assert "requestState" not in r.getMessage() and "v1." not in r.getMessage()
