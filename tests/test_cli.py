@@ -94,3 +94,21 @@ def test_audit_on_a_missing_database_says_what_to_do(tmp_path: Path) -> None:
 def test_audit_refuses_bad_filters(tmp_path: Path, bad: str) -> None:
     result = runner.invoke(app, ["audit", "--database", f"sqlite:///{tmp_path / 'x.db'}", bad])
     assert result.exit_code == 2
+
+
+def test_the_interactive_demo_asks_the_person_at_the_terminal(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
+    demo = subprocess.run(
+        [sys.executable, "-m", "askback", "demo", "--interactive", "--workers", "2"],
+        cwd=tmp_path,
+        env={**env, "COLUMNS": "200"},
+        input="\nstaging\n",  # decline the deletion (empty name), then pick staging (no confirmation needed)
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "answers decline" in demo.stdout
+    assert "Cancelled: you declined to delete the project." in demo.stdout
+    assert "Deployed web-frontend to staging." in demo.stdout
+    assert "confirm_prod" not in demo.stdout

@@ -110,6 +110,7 @@ class Askback:
         self._store_lock: anyio.Lock | None = None
         self._database_url = self.settings.database_url
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
+        self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
 
     @property
     def name(self) -> str:
@@ -219,14 +220,6 @@ class Askback:
             structured_output=structured_output,
         )
         self.tools[tool_name] = tuple(asks)
-
-    @property
-    def _converters(self) -> dict[str, Callable[[Any], CallToolResult | InputRequiredResult]]:
-        conv: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] | None = getattr(self, "_conv", None)
-        if conv is None:
-            conv = {}
-            self._conv = conv
-        return conv
 
     def _complete(self, tool: str, value: Any) -> CallToolResult:
         result = self._converters[tool](value)

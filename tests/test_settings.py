@@ -1,0 +1,59 @@
+"""Configuration is validated at start-up, with messages that say what to set."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from askback import Askback, ConfigurationError, load_settings
+
+
+def test_one_worker_without_keys_works_and_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    app = Askback("t", settings=load_settings(database_url=f"sqlite:///{tmp_path / 'a.db'}", state_keys=None))
+    with caplog.at_level(logging.WARNING, logger="askback"):
+        app.check_workers(1)
+    assert "ASKBACK_STATE_KEYS" in caplog.text and "askback keys new" in caplog.text
+
+
+def test_several_workers_without_keys_are_refused(tmp_path: Path) -> None:
+    app = Askback("t", settings=load_settings(database_url=f"sqlite:///{tmp_path / 'a.db'}", state_keys=None))
+    with pytest.raises(ConfigurationError, match="askback keys new"):
+        app.check_workers(2)
+
+
+def test_several_workers_with_keys_are_fine(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    app = Askback("t", settings=load_settings(state_keys="k" * 40 + "," + "o" * 40))
+    with caplog.at_level(logging.WARNING, logger="askback"):
+        app.check_workers(3)
+    assert caplog.text == ""
+    assert app.settings.key_ring() == ["k" * 40, "o" * 40]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "hint"),
+    [
+        ("state_keys", "short", "askback keys new"),
+        ("max_rounds", 0, "max_rounds"),
+        ("flow_deadline", -1, "flow_deadline"),
+    ],
+)
+def test_bad_settings_are_refused_naming_what_to_fix(field: str, value: object, hint: str) -> None:
+    with pytest.raises(ConfigurationError, match=hint):
+        load_settings(**{field: value})
+
+
+def test_settings_come_from_askback_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASKBACK_MAX_ROUNDS", "3")
+    monkeypatch.setenv("ASKBACK_FLOW_DEADLINE", "60")
+    settings = load_settings()
+    assert settings.max_rounds == 3 and settings.flow_deadline == 60
+
+
+def test_a_bad_database_url_is_refused_without_echoing_the_password() -> None:
+    from askback.store import normalize_database_url
+
+    with pytest.raises(ConfigurationError) as err:
+        normalize_database_url("mysql://u:hunter2@db/x")
+    assert "hunter2" not in str(err.value)
