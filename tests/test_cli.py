@@ -57,7 +57,7 @@ def test_an_unknown_target_is_refused_clearly(tmp_path: Path) -> None:
 def test_the_demo_runs_and_audit_answers_who_confirmed_the_deletion(tmp_path: Path) -> None:
     demo = askback("demo", cwd=tmp_path)
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "Deleted billing-legacy." in demo.stdout
+    assert "Deleted billing-legacy." in demo.stdout, demo.stdout
     assert "Deployed web-frontend to production." in demo.stdout
     assert "served by worker" in demo.stdout
 

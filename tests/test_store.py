@@ -38,7 +38,15 @@ async def store(db_url: str, anyio_backend: str) -> AsyncIterator[Store]:
 
 
 def test_store_exports_exactly_its_interface() -> None:
-    assert set(askback.store.__all__) == {"AuditEvent", "AuditFilter", "EffectClaim", "Store", "normalize_database_url"}
+    assert set(askback.store.__all__) == {
+        "AuditEvent",
+        "AuditFilter",
+        "Completion",
+        "EffectClaim",
+        "Store",
+        "normalize_database_url",
+        "unavailable_error",
+    }
 
 
 # Database URLs ----------------------------------------------------------------------------------------------
@@ -344,14 +352,15 @@ async def test_a_flow_has_no_completion_before_it_completes(store: Store) -> Non
 async def test_the_first_completion_wins_and_replays_read_it_back(store: Store) -> None:
     first = await store.record_completion("flow-1", tool="deploy", principal="alice", result={"ok": 1}, at=10.0)
     second = await store.record_completion("flow-1", tool="deploy", principal="alice", result={"ok": 2}, at=11.0)
-    assert first == second == {"ok": 1}
+    assert first.result == second.result == {"ok": 1}
+    assert first.first and not second.first
     assert await store.completion("flow-1") == {"ok": 1}
 
 
 @pytest.mark.anyio
 async def test_a_completion_reads_back_as_json(store: Store) -> None:
     stored = await store.record_completion("flow-1", tool="t", principal=None, result=("a", 1), at=10.0)
-    assert stored == ["a", 1]
+    assert stored.result == ["a", 1]
     assert await store.completion("flow-1") == ["a", 1]
 
 
@@ -368,8 +377,9 @@ async def test_concurrent_completions_from_two_stores_agree_on_one_result(db_url
             for n in range(8):
                 tg.start_soon(complete, (first, second)[n % 2], n)
         assert len(results) == 8
-        assert all(r == results[0] for r in results)
-        assert await second.completion("flow-1") == results[0]
+        assert all(r.result == results[0].result for r in results)
+        assert sum(r.first for r in results) == 1
+        assert await second.completion("flow-1") == results[0].result
     finally:
         await first.close()
         await second.close()

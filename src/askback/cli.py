@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from askback.errors import AskbackError, ConfigurationError
@@ -28,7 +29,7 @@ _HOST_ENV = "ASKBACK_SERVE_HOST"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -158,9 +159,9 @@ def audit(
 ) -> None:
     """List audit events: who was asked what, who answered what, and how each flow ended.
 
-    Who confirmed the deletion of billing-legacy, and when:
+    Who confirmed the deletion of billing-legacy, and when (after `askback demo`):
 
-        askback audit --tool delete_project --event answered --contains billing-legacy
+        askback audit --database sqlite:///askback-demo.db --tool delete_project --event answered --contains billing-legacy
     """
     from askback.settings import load_settings
     from askback.store import AuditFilter, Store

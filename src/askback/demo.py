@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from mcp.server.mcpserver.exceptions import ToolError
-from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from askback import Argument, Askback, Choice, Confirm, Flow, Settings, current_principal, load_settings
 from askback.clock import Clock
+from askback.store import Store
 
 __all__ = ["build", "confirm_prod", "confirm_project", "pick_env", "server"]
 
@@ -79,32 +79,19 @@ confirm_prod = Confirm(
 def build(settings: Settings | None = None, clock: Clock | None = None) -> Askback:
     """A demo server; `settings` default to the environment's with demo authentication on."""
     app = Askback("askback-demo", settings=settings or load_settings(demo_auth=True), clock=clock)
-    engine_ready: dict[str, AsyncEngine] = {}
+
+    @app.on_start
+    async def create_and_seed(store: Store) -> None:
+        async with store.exclusive() as conn:
+            await conn.run_sync(lambda sync: _meta.create_all(sync, checkfirst=True))
+            for project_id, name in SEED.items():
+                exists = await conn.scalar(sa.select(sa.func.count()).where(projects.c.id == project_id))
+                deleted = await conn.scalar(sa.select(sa.func.count()).where(deletions.c.project_id == project_id))
+                if not exists and not deleted:
+                    await conn.execute(projects.insert().values(id=project_id, name=name))
 
     async def _engine() -> AsyncEngine:
-        if "engine" in engine_ready:
-            return engine_ready["engine"]
-        engine = (await app.store()).engine
-        try:
-            async with engine.begin() as conn:
-                await conn.run_sync(lambda sync: _meta.create_all(sync, checkfirst=True))
-        except DBAPIError:
-            # Several workers start together; the one that lost the race finds the tables made.
-            async with engine.begin() as conn:
-                await conn.run_sync(lambda sync: _meta.create_all(sync, checkfirst=True))
-        for project_id, name in SEED.items():
-            try:
-                async with engine.begin() as conn:
-                    exists = await conn.scalar(sa.select(sa.func.count()).where(projects.c.id == project_id))
-                    if not exists and not await _ever_deleted(conn, project_id):
-                        await conn.execute(projects.insert().values(id=project_id, name=name))
-            except IntegrityError:
-                pass  # another worker seeded it first
-        engine_ready["engine"] = engine
-        return engine
-
-    async def _ever_deleted(conn: Any, project_id: str) -> bool:
-        return bool(await conn.scalar(sa.select(sa.func.count()).where(deletions.c.project_id == project_id)))
+        return (await app.store()).engine
 
     @app.tool(asks=[confirm_project])
     async def delete_project(project_id: str, flow: Flow) -> str:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,21 +47,24 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(target: str, *, port: int, workers: int, env: dict[str, str], cwd: str | None = None) -> Iterator[str]:
-    """Run `askback serve TARGET` in a child process until the block ends; yields the /mcp URL."""
+    """Run `askback serve TARGET` in a child process until the block ends; yields the /mcp URL. The server's own
+    output goes to a log file (never an unread pipe, which would stall a chatty server), shown if it fails."""
+    log = tempfile.NamedTemporaryFile(prefix="askback-serve-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "askback", "serve", target, "--port", str(port), "--workers", str(workers)],
         env={**os.environ, **env},
         cwd=cwd,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
-        text=True,
+        start_new_session=True,
     )
+    log.close()
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                out = proc.stdout.read() if proc.stdout else ""
+                out = Path(log.name).read_text(errors="replace")[-4000:]
                 raise ConfigurationError(f"the server stopped while starting:\n{out}")
             try:
                 if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
@@ -71,12 +76,15 @@ def serving(target: str, *, port: int, workers: int, env: dict[str, str], cwd: s
             time.sleep(0.1)
         yield f"{base}/mcp"
     finally:
-        proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        Path(log.name).unlink(missing_ok=True)
 
 
 def _answer(key: str, params: dict[str, Any], interactive: bool) -> ElicitResult:

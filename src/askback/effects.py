@@ -5,7 +5,8 @@ balancer replays, two instances receive the same retry at the same moment. The w
 wrapped in `flow.once(name, fn)`; the first attempt claims `(flow_id, name)` in the ledger (a unique row), runs
 `fn`, and records its outcome. Every other attempt, on any instance, gets that recorded outcome: immediately when
 it is recorded, after waiting a bounded time when the first run is still going. If `fn` raises, the claim is
-released so that a later retry may try again.
+released so that a later retry may try again. A claim whose process died mid-effect (no outcome after the lease,
+`ASKBACK_EFFECT_LEASE`) is taken over by the next retry: set the lease well above the longest effect.
 
 Outcomes are stored as JSON, and the handler always receives the JSON form (also on the first run), so that a
 replay and the original produce the same result.
@@ -13,7 +14,6 @@ replay and the original produce the same result.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,19 +22,10 @@ import anyio
 from askback.audit import instance_id
 from askback.clock import Clock
 from askback.errors import DefinitionError, EffectInProgressError
+from askback.flow import as_json
 from askback.store import Store
 
 __all__ = ["run_once"]
-
-
-def _as_json(value: Any) -> Any:
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as exc:
-        raise DefinitionError(
-            f"an effect's outcome must be JSON-serialisable (str, number, bool, None, list, dict); got "
-            f"{type(value).__name__}"
-        ) from exc
 
 
 async def run_once(
@@ -45,16 +36,23 @@ async def run_once(
     *,
     clock: Clock,
     wait: float,
+    lease: float | None = None,
 ) -> Any:
-    claim = await store.claim_effect(flow_id, name, instance=instance_id(), at=clock.now())
+    claim = await store.claim_effect(flow_id, name, instance=instance_id(), at=clock.now(), lease=lease)
     if claim.status == "done":
         return claim.outcome
     if claim.status == "won":
         try:
-            outcome = _as_json(await fn())
+            raw = await fn()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await store.release_effect(flow_id, name)
+            raise
+        try:
+            outcome = as_json(raw)
+        except DefinitionError:
+            # The effect happened: record that, so that a retry does not run it again, then report the mistake.
+            await store.finish_effect(flow_id, name, None, at=clock.now())
             raise
         await store.finish_effect(flow_id, name, outcome, at=clock.now())
         return outcome
@@ -67,7 +65,7 @@ async def run_once(
             seen = await store.effect(flow_id, name)
             if seen is None:
                 # The first attempt failed and released its claim: this attempt may run it.
-                return await run_once(store, flow_id, name, fn, clock=clock, wait=wait)
+                return await run_once(store, flow_id, name, fn, clock=clock, wait=wait, lease=lease)
             if seen.status == "done":
                 return seen.outcome
     raise EffectInProgressError(

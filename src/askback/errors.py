@@ -1,8 +1,8 @@
 """The askback exception tree.
 
 Every error askback raises derives from `AskbackError`. Errors that reach the wire carry what the protocol
-needs (JSON-RPC code, data, HTTP status), so the mapping to MCP happens in exactly one place
-(`AskbackError.to_mcp_error`). Each message says what happened, why, and what to do next.
+needs (JSON-RPC code and data), so the mapping to MCP happens in exactly one place (`AskbackError.to_mcp_error`);
+the SDK's transport picks the HTTP status from the code (400 for -32021). Each message says what happened, why, and what to do next.
 
     AskbackError
     ├── ConfigurationError          bad or missing settings, refused at start-up
@@ -33,7 +33,6 @@ class AskbackError(Exception):
     """Base of every askback error."""
 
     code: int = INTERNAL_ERROR
-    http_status: int = 500
 
     def wire_data(self) -> dict[str, Any] | None:
         return None
@@ -55,7 +54,6 @@ class MissingCapabilityError(AskbackError):
     """The request did not declare a client capability that a question needs, and there is no fallback."""
 
     code = MISSING_REQUIRED_CLIENT_CAPABILITY
-    http_status = 400
 
     def __init__(self, required: dict[str, Any], message: str | None = None) -> None:
         self.required = required
@@ -68,16 +66,12 @@ class MissingCapabilityError(AskbackError):
 class StoreUnavailableError(AskbackError):
     """The database behind flows, effects and audit could not be reached. Nothing was done; retry the call."""
 
-    http_status = 503
-
     def wire_data(self) -> dict[str, Any]:
         return {"retryable": True}
 
 
 class EffectInProgressError(AskbackError):
     """An earlier attempt of this effect started but has not recorded an outcome yet."""
-
-    http_status = 409
 
     def wire_data(self) -> dict[str, Any]:
         return {"retryable": True}

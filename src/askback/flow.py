@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from mcp_types import ClientCapabilities, ElicitResult
 
-from askback.errors import MissingCapabilityError
+from askback.errors import DefinitionError, MissingCapabilityError
 from askback.questions import Argument, Confirm, Default, InvalidAnswer, Link, Question, digest
 
 __all__ = [
@@ -132,6 +132,17 @@ class FlowEnded(BaseException):
         self.reason = reason
 
 
+def as_json(value: Any) -> Any:
+    """`value` as it reads back from JSON: an effect's outcome is the same on its first run and on a replay."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise DefinitionError(
+            f"an effect's outcome must be JSON-serialisable (str, number, bool, None, list, dict); got "
+            f"{type(value).__name__}"
+        ) from exc
+
+
 class ToolArgumentRequired(Exception):
     """The client cannot ask and the question's fallback is a tool argument: a tool error for the model to fix."""
 
@@ -213,10 +224,21 @@ class Flow:
 
     def ask(self, question: Question[Any], *, message: str | None = None, expect: str | None = None) -> Any:
         """The accepted answer to `question`; a decline or cancel ends the call with the question's message."""
+        if isinstance(question, Link):
+            raise DefinitionError(
+                f"question {question.key!r} is a link: use flow.link(question, url=..., done=...), which checks real "
+                "state, because an accepted link only means the user agreed to open it"
+            )
         return self._value(question, self._outcome(question, message=message, url=None, expect=expect, batch=False))
 
     def ask_all(self, *questions: Question[Any]) -> tuple[Any, ...]:
         """Several independent questions in one round; the accepted answers in order."""
+        for q in questions:
+            if isinstance(q, Link) or (isinstance(q, Confirm) and q.typed):
+                raise DefinitionError(
+                    f"question {q.key!r} cannot go in ask_all: ask a typed confirmation with flow.ask(q, expect=...) "
+                    "and a link with flow.link(q, url=..., done=...)"
+                )
         outcomes = [self._outcome(q, message=None, url=None, expect=None, batch=True) for q in questions]
         if self.pending:
             raise NeedInput
@@ -258,9 +280,9 @@ class Flow:
                     self.events.append(FlowEvent("ignored", key, mode, detail="answer without askback state"))
                 self.recorded = {}
                 raise NeedInput
-            return await fn()
+            return cast(R, as_json(await fn()))
         if self._run_effect is None:
-            return await fn()
+            return cast(R, as_json(await fn()))
         result: R = await self._run_effect(self.state.flow_id, name, fn)
         return result
 
@@ -279,7 +301,7 @@ class Flow:
         """Ask `params` this round. `base` is the digest of the question without any note added to its message
         (a re-ask says what was wrong), which is what the answer is matched against next round."""
         if question.key in self.pending and self.pending[question.key] != params:
-            raise TypeError(f"two different questions use the key {question.key!r} in one round")
+            raise DefinitionError(f"two different questions use the key {question.key!r} in one round")
         self.pending[question.key] = params
         self.pending_modes[question.key] = question.mode
         self._pending_digest[question.key] = base or digest(params)

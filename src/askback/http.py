@@ -2,9 +2,10 @@
 `/healthz` and `/readyz`, the serving instance in an `X-Askback-Instance` response header, and bearer
 authentication that feeds the SDK's principal binding of `requestState`.
 
-Authentication: pass a `TokenVerifier` (the SDK's protocol) to check real tokens; with `demo_auth` (the demo
-server), a token `demo-<name>` is user `<name>`. A request without a token is the user `anonymous` in both cases,
-so state minted for a signed-in user is refused to an anonymous caller and the other way round.
+Authentication: pass a `TokenVerifier` (the SDK's protocol) to check real tokens, and a request without one is
+refused (401); with `demo_auth` (the demo server), a token `demo-<name>` is user `<name>` and a request without a
+token is the user `anonymous`, so state minted for a signed-in user is refused to an anonymous caller and the other
+way round.
 """
 
 from __future__ import annotations
@@ -47,12 +48,15 @@ class DemoTokenVerifier:
 
 
 class _BearerBackend(AuthenticationBackend):
-    def __init__(self, verifier: TokenVerifier) -> None:
+    def __init__(self, verifier: TokenVerifier, *, allow_anonymous: bool) -> None:
         self.verifier = verifier
+        self.allow_anonymous = allow_anonymous
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
         header = conn.headers.get("authorization")
         if not header:
+            if not self.allow_anonymous:
+                raise AuthenticationError("this server needs an Authorization: Bearer <token> header")
             anonymous = AccessToken(token="anonymous", client_id="anonymous", subject=ANONYMOUS, scopes=[])
             return AuthCredentials([]), AuthenticatedUser(anonymous)
         scheme, _, token = header.partition(" ")
@@ -99,20 +103,36 @@ def build_app(
     token_verifier: TokenVerifier | None = None,
     host: str = "127.0.0.1",
     json_response: bool = True,
+    allow_anonymous: bool | None = None,
 ) -> Starlette:
-    """The ASGI app serving `server`. The store is opened before the first request is taken."""
+    """The ASGI app serving `server`. The store is opened before the first request is taken.
+
+    `allow_anonymous` (default: only with demo authentication) serves requests without a token as the user
+    `anonymous`; otherwise they get 401.
+    """
     verifier = token_verifier or (DemoTokenVerifier() if server.settings.demo_auth else None)
+    if allow_anonymous is None:
+        allow_anonymous = token_verifier is None
     mcp_app = server.mcp.streamable_http_app(stateless_http=True, json_response=json_response, host=host)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "instance": instance_id()})
 
     async def readyz(request: Request) -> Response:
+        """Ready when the database answers, its schema is current, and a shared key ring is configured."""
+        problems: list[str] = []
         try:
             store = await server.store()
             await store.ping()
+            current, head = await store.current_revision(), store.head_revision()
+            if current != head:
+                problems.append(f"database schema is at {current}, needs {head}: run `askback db upgrade`")
         except AskbackError as exc:
-            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+            problems.append(str(exc))
+        if server.ephemeral_keys:
+            problems.append("no ASKBACK_STATE_KEYS: answers cannot be taken by another instance")
+        if problems:
+            return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready", "instance": instance_id()})
 
     @contextlib.asynccontextmanager
@@ -125,7 +145,11 @@ def build_app(
     middleware: list[Middleware] = [Middleware(_InstanceHeader)]
     if verifier is not None:
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=_BearerBackend(verifier), on_error=_auth_error),
+            Middleware(
+                AuthenticationMiddleware,
+                backend=_BearerBackend(verifier, allow_anonymous=allow_anonymous),
+                on_error=_auth_error,
+            ),
             Middleware(AuthContextMiddleware),
         ]
     routes: list[Any] = [

@@ -353,8 +353,11 @@ class Link(Question[None]):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if isinstance(self.fallback, Argument):
-            raise DefinitionError(f"question {self.key!r}: a link cannot fall back to a tool argument")
+        if self.fallback is not None:
+            raise DefinitionError(
+                f"question {self.key!r}: a link has no fallback. Nothing can stand in for the user visiting the "
+                "page, and a link is never downgraded to a form; without URL mode the call fails with -32021."
+            )
         if self.url is not None:
             check_link(self.url, key=self.key)
 

@@ -34,6 +34,8 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from askback.audit import emit, instance_id
 from askback.clock import Clock, SystemClock, new_flow_id
@@ -42,7 +44,7 @@ from askback.errors import AskbackError, ConfigurationError, DefinitionError, Mi
 from askback.flow import Flow, FlowEnded, FlowEvent, FlowState, NeedInput, ToolArgumentRequired
 from askback.questions import Question
 from askback.settings import Settings, load_settings
-from askback.store import AuditEvent, Store
+from askback.store import AuditEvent, Store, unavailable_error
 
 __all__ = ["Askback", "current_principal"]
 
@@ -111,6 +113,7 @@ class Askback:
         self._database_url = self.settings.database_url
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
         self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
+        self._on_start: list[Callable[[Store], Awaitable[None]]] = []
 
     @property
     def name(self) -> str:
@@ -126,8 +129,22 @@ class Askback:
             self._store_lock = anyio.Lock()
         async with self._store_lock:
             if self._store is None:
-                self._store = await Store.open(self._database_url)
+                store = await Store.open(self._database_url)
+                try:
+                    for hook in self._on_start:
+                        await hook(store)
+                except BaseException:
+                    await store.close()
+                    raise
+                self._store = store
         return self._store
+
+    def on_start(self, fn: Callable[[Store], Awaitable[None]]) -> Callable[[Store], Awaitable[None]]:
+        """Register an application set-up (create its tables, seed rows) run when the store opens, in every
+        process; `askback serve` runs it once before starting workers. It must be idempotent; run its writes in
+        `store.exclusive()` so that processes starting together take turns."""
+        self._on_start.append(fn)
+        return fn
 
     async def aclose(self) -> None:
         if self._store is not None:
@@ -297,7 +314,13 @@ class Askback:
                 responses=ctx.input_responses,
                 now=now,
                 run_effect=lambda flow_id, name, effect: run_once(
-                    store, flow_id, name, effect, clock=self.clock, wait=self.settings.effect_wait
+                    store,
+                    flow_id,
+                    name,
+                    effect,
+                    clock=self.clock,
+                    wait=self.settings.effect_wait,
+                    lease=self.settings.effect_lease,
                 ),
             )
             kwargs = dict(arguments)
@@ -308,6 +331,12 @@ class Askback:
             try:
                 try:
                     value = await fn(**kwargs)
+                except (DBAPIError, SATimeoutError, OSError) as exc:
+                    down = unavailable_error(exc, doing=f"run the tool {tool!r}")
+                    if down is None:
+                        raise
+                    event("rejected", outcome="store_unavailable", detail=str(down))
+                    raise down from exc
                 finally:
                     self._record_flow_events(flow.events, event, flow.round)
             except NeedInput:
@@ -369,9 +398,11 @@ class Askback:
         round_: int,
     ) -> CallToolResult:
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        first = await store.record_completion(flow_id, tool=tool, principal=principal, result=wire, at=self.clock.now())
-        event("completed", flow_id=flow_id, round=round_, outcome=outcome if first == wire else "replayed")
-        return CallToolResult.model_validate(first)
+        recorded = await store.record_completion(
+            flow_id, tool=tool, principal=principal, result=wire, at=self.clock.now()
+        )
+        event("completed", flow_id=flow_id, round=round_, outcome=outcome if recorded.first else "replayed")
+        return CallToolResult.model_validate(recorded.result)
 
     @staticmethod
     def _record_flow_events(flow_events: list[FlowEvent], event: Callable[..., None], round_: int) -> None:
@@ -388,6 +419,10 @@ class Askback:
             elif fe.kind == "invalid":
                 event(
                     "rejected", round=round_, keys=(fe.key,), mode=fe.mode, outcome="invalid_answer", detail=fe.detail
+                )
+            elif fe.kind == "ignored":
+                event(
+                    "rejected", round=round_, keys=(fe.key,), mode=fe.mode, outcome="ignored_answer", detail=fe.detail
                 )
             elif fe.kind == "fallback":
                 event("answered", round=round_, keys=(fe.key,), mode=fe.mode, action="fallback", detail=fe.detail)

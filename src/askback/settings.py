@@ -9,12 +9,13 @@
 | `ASKBACK_STATE_GRACE` | seconds a sealed state stays readable after the flow deadline, to say "too late" politely | `300` |
 | `ASKBACK_MAX_ROUNDS` | rounds of questions one call may take | `8` |
 | `ASKBACK_EFFECT_WAIT` | seconds a replay waits for a concurrent first run of an effect to finish | `10` |
+| `ASKBACK_EFFECT_LEASE` | seconds after which an effect claimed by a process that never finished it is taken over | `300` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 """
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from askback.errors import ConfigurationError
@@ -34,6 +35,7 @@ class Settings(BaseSettings):
     state_grace: float = Field(default=300.0, ge=0)
     max_rounds: int = Field(default=8, ge=1, le=100)
     effect_wait: float = Field(default=10.0, gt=0)
+    effect_lease: float = Field(default=300.0, gt=0)
     demo_auth: bool = False
 
     @field_validator("state_keys")
@@ -41,12 +43,15 @@ class Settings(BaseSettings):
     def _keys_are_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value().strip():
             return None
-        for i, key in enumerate(_split(value.get_secret_value())):
+        keys = _split(value.get_secret_value())
+        for i, key in enumerate(keys):
             if len(key) < _MIN_KEY_LEN:
                 raise ValueError(
                     f"key {i} is {len(key)} characters; each state key needs at least {_MIN_KEY_LEN}. "
                     "Make one with `askback keys new`."
                 )
+        if len(set(keys)) != len(keys):
+            raise ValueError("the same key appears twice in the ring; list each key once, the sealing key first")
         return value
 
     def key_ring(self) -> list[str]:
@@ -59,8 +64,13 @@ def _split(raw: str) -> list[str]:
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Read and validate the settings; a bad value raises `ConfigurationError` naming the variable."""
+    """Read and validate the settings; a bad value raises `ConfigurationError` naming the variable (never its
+    value, which may be a key)."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise ConfigurationError(f"Invalid askback configuration (ASKBACK_* environment variables): {exc}") from exc
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_input=False, include_url=False):
+            name = "ASKBACK_" + "_".join(str(part) for part in err["loc"]).upper()
+            problems.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
+        raise ConfigurationError("Invalid askback configuration. " + "; ".join(problems)) from None

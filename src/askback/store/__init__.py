@@ -19,8 +19,8 @@ through the engine's own connection. SQLite databases are migrated on open; Post
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,12 +33,20 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Insert, delete, event, func, insert, or_, select, text, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from askback.errors import ConfigurationError, StoreUnavailableError
 from askback.store._models import VERSION_TABLE, AuditRow, EffectRow, FlowRow
 
-__all__ = ["AuditEvent", "AuditFilter", "EffectClaim", "Store", "normalize_database_url"]
+__all__ = [
+    "AuditEvent",
+    "AuditFilter",
+    "Completion",
+    "EffectClaim",
+    "Store",
+    "normalize_database_url",
+    "unavailable_error",
+]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -62,6 +70,7 @@ _SQLITE_BUSY_TIMEOUT_MS = 10_000
 _BEGIN_IMMEDIATE = "askback_begin_immediate"
 # Any fixed number, the same in every askback process: the PostgreSQL advisory lock that migrators queue on.
 _PG_MIGRATION_LOCK = 0x61736B62
+_PG_SETUP_LOCK = 0x61736B63
 # How often a claim retries when the row it collided with vanished (released) before it could be read.
 _RACE_ATTEMPTS = 5
 # SQLSTATE classes that mean "the server could not be reached or would not let us in", not "bad statement":
@@ -109,6 +118,14 @@ class EffectClaim:
 
     status: Literal["won", "done", "running"]
     outcome: Any = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The recorded result of a flow, and whether the call that returned it was the one that recorded it."""
+
+    result: Any
+    first: bool
 
 
 @dataclass(frozen=True)
@@ -208,6 +225,19 @@ class Store:
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
                 await conn.run_sync(_upgrade_to_head)
 
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction that runs alone among every process sharing the database (SQLite's write lock taken at
+        BEGIN; a PostgreSQL advisory lock), for an application's idempotent set-up: creating its tables,
+        seeding rows. A deferred SQLite transaction that reads and then writes fails at once with "database is
+        locked" when another process writes in between; this one waits its turn instead."""
+        engine = self._engine.execution_options(**{_BEGIN_IMMEDIATE: True})
+        with self._reachable("set up the application's tables"):
+            async with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SETUP_LOCK})
+                yield conn
+
     async def current_revision(self) -> str | None:
         """The schema revision the database is at; `None` when askback's tables were never created."""
         with self._reachable("read the database schema revision"):
@@ -233,11 +263,14 @@ class Store:
 
     # Effects ledger ---------------------------------------------------------------------------------------
 
-    async def claim_effect(self, flow_id: str, name: str, *, instance: str, at: float) -> EffectClaim:
+    async def claim_effect(
+        self, flow_id: str, name: str, *, instance: str, at: float, lease: float | None = None
+    ) -> EffectClaim:
         """Try to become the one attempt that runs effect `name` of flow `flow_id`.
 
         'won' means this caller must run it and then `finish_effect` (or `release_effect` if it raised);
-        otherwise the claim says what the attempt that did win has got to.
+        otherwise the claim says what the attempt that did win has got to. With `lease`, a claim still running
+        `lease` seconds after it was taken is presumed dead (its process stopped mid-effect) and is taken over.
         """
         claim = insert(EffectRow).values(flow_id=flow_id, name=name, status="running", instance=instance, started_at=at)
         with self._reachable(f"claim effect {name!r}"):
@@ -245,10 +278,28 @@ class Store:
                 if await self._insert_first(claim):
                     return EffectClaim("won")
                 existing = await self._read_effect(flow_id, name)
+                stale = existing is not None and existing.status == "running" and lease is not None
+                if stale and await self._take_over(flow_id, name, instance=instance, at=at, cutoff=at - (lease or 0)):
+                    return EffectClaim("won")
                 if existing is not None:
                     return existing
         # Each time, the winner released between our INSERT and our read; someone is evidently at it.
         return EffectClaim("running")
+
+    async def _take_over(self, flow_id: str, name: str, *, instance: str, at: float, cutoff: float) -> bool:
+        # Atomic: once one taker has moved started_at forward, every other taker's condition fails.
+        stmt = (
+            update(EffectRow)
+            .where(
+                EffectRow.flow_id == flow_id,
+                EffectRow.name == name,
+                EffectRow.status == "running",
+                EffectRow.started_at < cutoff,
+            )
+            .values(instance=instance, started_at=at)
+        )
+        async with self._engine.begin() as conn:
+            return (await conn.execute(stmt)).rowcount == 1
 
     async def finish_effect(self, flow_id: str, name: str, outcome: Any, *, at: float) -> None:
         """Record the outcome of an effect this caller won; every later claim reads it back."""
@@ -292,19 +343,22 @@ class Store:
 
     # Flow completions -------------------------------------------------------------------------------------
 
-    async def record_completion(self, flow_id: str, *, tool: str, principal: str | None, result: Any, at: float) -> Any:
-        """Store the result of a flow unless one is stored already; return the stored one either way."""
+    async def record_completion(
+        self, flow_id: str, *, tool: str, principal: str | None, result: Any, at: float
+    ) -> Completion:
+        """Store the result of a flow unless one is stored already; return the stored one either way, and whether
+        this call stored it (`first`), so that concurrent replays can tell themselves from the first run."""
         stored = _to_json(result, what=f"the result of tool {tool!r}")
         row = insert(FlowRow).values(flow_id=flow_id, tool=tool, principal=principal, result=stored, completed_at=at)
         with self._reachable(f"record the result of flow {flow_id!r}"):
             if await self._insert_first(row):
-                return json.loads(stored)
+                return Completion(json.loads(stored), first=True)
             existing = await self._read_completion(flow_id)
         if existing is None:
             raise StoreUnavailableError(
                 f"The stored result of flow {flow_id!r} was deleted while it was being read; retry the call."
             )
-        return json.loads(existing)
+        return Completion(json.loads(existing), first=False)
 
     async def completion(self, flow_id: str) -> Any | None:
         """The stored result of flow `flow_id`, or `None` if it has not completed."""
@@ -435,6 +489,17 @@ class Store:
                 f"Could not {doing}: the database at {self._safe_url} is unavailable ({_first_line(exc)}). "
                 "Check that it is running and reachable with these credentials, then retry."
             ) from exc
+
+
+def unavailable_error(exc: BaseException, *, doing: str = "reach the database") -> StoreUnavailableError | None:
+    """The `StoreUnavailableError` for a database error raised by code using `Store.engine` (an application's own
+    tables), or `None` when `exc` does not mean the database is unreachable."""
+    if not isinstance(exc, sa_exc.DBAPIError | sa_exc.TimeoutError | OSError) or not _means_unavailable(exc):
+        return None
+    return StoreUnavailableError(
+        f"Could not {doing}: the database is unavailable ({_first_line(exc)}). Nothing was done twice; retry the "
+        "same request when the database is back."
+    )
 
 
 def _means_unavailable(exc: BaseException) -> bool:

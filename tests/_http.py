@@ -1,0 +1,139 @@
+"""Real `askback serve` processes on loopback, and helpers to drive flows against them and read back what happened.
+
+A test starts the demo server with `served(...)` (real worker processes, a real SQLite file), drives rounds with
+the official SDK client through `askback.rounds.call_round` (one fresh connection per round, so consecutive rounds
+can land on different workers), and checks the outcome through the read-only demo tools and the audit trail.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.request_state import AESGCMRequestStateCodec
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+
+from askback.demo_run import free_port, serving
+from askback.flow import FlowState
+from askback.rounds import Round, call_round
+from askback.store import AuditEvent, AuditFilter, Store
+
+DEMO = "askback.demo:server"
+# A flow of the demo takes at most three rounds; anything beyond this is a server asking in circles.
+MAX_ROUNDS = 6
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running server: where it listens, the database it shares, and the state key ring it was given."""
+
+    url: str
+    database_url: str
+    keys: tuple[str, ...] = field(repr=False)  # secrets: kept out of failure reports
+
+    def codec(self) -> AESGCMRequestStateCodec:
+        """The SDK's codec over this server's ring: unseals what the server sealed, seals as the server would."""
+        return AESGCMRequestStateCodec(list(self.keys))
+
+
+@contextmanager
+def served(database_url: str, keys: Sequence[str], *, workers: int = 3) -> Iterator[Served]:
+    """`askback serve askback.demo:server --workers N` on a free loopback port, until the block ends."""
+    env = {"ASKBACK_STATE_KEYS": ",".join(keys), "ASKBACK_DATABASE_URL": database_url}
+    with serving(DEMO, port=free_port(), workers=workers, env=env) as url:
+        yield Served(url=url, database_url=database_url, keys=tuple(keys))
+
+
+def accept(**content: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content=content)
+
+
+def text(result: CallToolResult | InputRequiredResult | None) -> str:
+    assert isinstance(result, CallToolResult), f"expected a complete result, got {result!r}"
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def state_of(rnd: Round) -> str:
+    """The sealed `requestState` of an `input_required` round."""
+    assert rnd.error is None, f"expected input_required, got the error {rnd.error!r}"
+    assert isinstance(rnd.result, InputRequiredResult), f"expected input_required, got {rnd.result!r}"
+    assert rnd.result.request_state is not None
+    return rnd.result.request_state
+
+
+def asked_keys(rnd: Round) -> set[str]:
+    assert isinstance(rnd.result, InputRequiredResult), f"expected input_required, got {rnd!r}"
+    return set(rnd.result.input_requests or {})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request of a flow: what was sent with it (besides the arguments) and what came back."""
+
+    responses: dict[str, ElicitResult] | None
+    request_state: str | None
+    round: Round
+
+
+async def run_flow(
+    url: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    answers: Mapping[str, ElicitResult],
+    *,
+    token: str | None = None,
+    request_state: str | None = None,
+    responses: dict[str, ElicitResult] | None = None,
+) -> list[Step]:
+    """Drive a flow round by round until it completes or fails, answering each question key from `answers`.
+
+    Start from the beginning, or from a round already received (`request_state` and the `responses` to it).
+    """
+    steps: list[Step] = []
+    for _ in range(MAX_ROUNDS):
+        rnd = await call_round(url, tool, arguments, token=token, responses=responses, request_state=request_state)
+        steps.append(Step(responses, request_state, rnd))
+        if not isinstance(rnd.result, InputRequiredResult):
+            return steps
+        missing = asked_keys(rnd) - set(answers)
+        assert not missing, f"{tool} asked {sorted(missing)}, which the test has no answer for"
+        responses = {key: answers[key] for key in asked_keys(rnd)}
+        request_state = rnd.result.request_state
+    raise AssertionError(f"{tool} was still asking after {MAX_ROUNDS} rounds: {steps[-1].round!r}")
+
+
+def flow_id(server: Served, request_state: str) -> str:
+    """The askback flow id inside a sealed state (to find the flow's events in the audit trail)."""
+    envelope = json.loads(server.codec().unseal(request_state))
+    state = FlowState.decode(envelope["s"])
+    assert state is not None, "the sealed state does not hold an askback flow"
+    return state.flow_id
+
+
+def request_number(event: AuditEvent) -> int:
+    """Which request of its flow (1-based) wrote `event`: the questions of round r go out in the reply to request
+    r, and their answers, and the completion that follows them, come with request r + 1."""
+    assert event.round is not None, f"an event of a flow without a round: {event!r}"
+    return event.round if event.event == "asked" else event.round + 1
+
+
+async def audit(database_url: str, **filters: Any) -> list[AuditEvent]:
+    """The audit events matching `filters` (the fields of `AuditFilter`), oldest first, read from the database."""
+    store = await Store.open(database_url, migrate=False)
+    try:
+        return await store.audit(AuditFilter(**filters))
+    finally:
+        await store.close()
+
+
+async def listing(url: str) -> dict[str, Any]:
+    """What the demo has recorded: `deployments`, `deletions` and the `projects` that still exist."""
+    data: dict[str, Any] = {}
+    for tool in ("list_deployments", "list_projects"):
+        rnd = await call_round(url, tool, {})
+        assert isinstance(rnd.result, CallToolResult) and isinstance(rnd.result.structured_content, dict), rnd
+        data.update(rnd.result.structured_content)
+    return data
