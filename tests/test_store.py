@@ -485,3 +485,29 @@ async def test_audit_limit_keeps_the_newest_events_oldest_first(store: Store) ->
 def test_audit_filter_refuses_a_limit_below_one() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         AuditFilter(limit=0)
+
+
+@pytest.mark.anyio
+async def test_a_write_lock_held_elsewhere_is_waited_for_off_the_event_loop(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "locked.db"
+    store = await Store.open(f"sqlite:///{path}")
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process is writing
+        done = anyio.Event()
+
+        async def write() -> None:
+            await store.add_audit_many([AuditEvent(event="asked", at=1.0, tool="waited")])
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write)
+            await anyio.wait_all_tasks_blocked()
+            assert not done.is_set()  # it did not fail, and the loop is free (this line runs)
+            other.execute("COMMIT")
+        assert [e.tool for e in await store.audit(AuditFilter(tool="waited"))] == ["waited"]
+    finally:
+        other.close()
+        await store.close()

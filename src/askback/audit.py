@@ -35,6 +35,10 @@ def instance_id() -> str:
 
 def emit(event: AuditEvent) -> None:
     """Log the event and annotate the current span (the database write is the caller's, batched per request)."""
+    span = trace.get_current_span()
+    recording = span.is_recording()
+    if not recording and not logger.isEnabledFor(logging.INFO):
+        return
     fields: dict[str, Any] = {
         "askback_event": event.event,
         "tool": event.tool,
@@ -47,18 +51,18 @@ def emit(event: AuditEvent) -> None:
         "outcome": event.outcome,
         "instance": event.instance,
     }
-    logger.info(
-        "askback %s tool=%s flow=%s keys=%s principal=%s%s",
-        event.event,
-        event.tool,
-        event.flow_id,
-        ",".join(event.keys),
-        event.principal,
-        f" outcome={event.outcome}" if event.outcome else "",
-        extra={k: v for k, v in fields.items() if v is not None},
-    )
-    span = trace.get_current_span()
-    if span.is_recording():
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "askback %s tool=%s flow=%s keys=%s principal=%s%s",
+            event.event,
+            event.tool,
+            event.flow_id,
+            ",".join(event.keys),
+            event.principal,
+            f" outcome={event.outcome}" if event.outcome else "",
+            extra={k: v for k, v in fields.items() if v is not None},
+        )
+    if recording:
         prefix = f"askback.{event.event}"
         for name, value in fields.items():
             if value is None or name == "askback_event":

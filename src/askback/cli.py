@@ -26,6 +26,7 @@ app.add_typer(db_app, name="db")
 
 _TARGET_ENV = "ASKBACK_SERVE_TARGET"
 _HOST_ENV = "ASKBACK_SERVE_HOST"
+_LOG_ENV = "ASKBACK_SERVE_LOG"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -54,8 +55,11 @@ def load_target(target: str) -> Any:
 
 def app_factory() -> Any:
     """The ASGI app for one worker of `askback serve` (uvicorn calls this in every worker process)."""
+    from askback import logs
     from askback.http import build_app
 
+    level, _, fmt = os.environ.get(_LOG_ENV, "info:json").partition(":")
+    logs.configure(level, "text" if fmt == "text" else "json")
     target = os.environ[_TARGET_ENV]
     return build_app(load_target(target), host=os.environ.get(_HOST_ENV, "127.0.0.1"))
 
@@ -66,11 +70,20 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
+    log_level: Annotated[str, typer.Option(help="Level of askback's logs (the audit lines are info).")] = "info",
+    log_format: Annotated[str, typer.Option(help="json (one object per line) or text.")] = "json",
 ) -> None:
     """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28, stateless), with /healthz and /readyz."""
     import uvicorn
 
+    from askback import logs
+
+    if log_format not in ("json", "text"):
+        raise _fail("--log-format is json or text")
+    if log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
+        raise _fail("--log-level is one of debug, info, warning, error, critical")
+    logs.configure(log_level, "json" if log_format == "json" else "text")
+    os.environ[_LOG_ENV] = f"{log_level}:{log_format}"
     try:
         server = load_target(target)
         server.check_workers(workers)
@@ -91,7 +104,8 @@ def serve(
         host=host,
         port=port,
         workers=workers,
-        log_level=log_level,
+        log_level="warning",
+        log_config=None,
         app_dir=os.getcwd(),
         timeout_graceful_shutdown=5,
     )

@@ -37,7 +37,10 @@ async def run_once(
     clock: Clock,
     wait: float,
     lease: float | None = None,
+    finished: list[tuple[str, Any]] | None = None,
 ) -> Any:
+    """Run `fn` unless this flow's effect `name` ran already. With `finished`, the outcome of a run this call wins is
+    appended there instead of being written now, for the caller to write with the rest of its round."""
     claim = await store.claim_effect(flow_id, name, instance=instance_id(), at=clock.now(), lease=lease)
     if claim.status == "done":
         return claim.outcome
@@ -52,9 +55,13 @@ async def run_once(
             outcome = as_json(raw)
         except DefinitionError:
             # The effect happened: record that, so that a retry does not run it again, then report the mistake.
-            await store.finish_effect(flow_id, name, None, at=clock.now())
+            outcome = None
             raise
-        await store.finish_effect(flow_id, name, outcome, at=clock.now())
+        finally:
+            if finished is not None:
+                finished.append((name, outcome))
+            else:
+                await store.finish_effect(flow_id, name, outcome, at=clock.now())
         return outcome
     # Another attempt holds the claim: wait for its outcome, polling with a growing interval, for a bounded time.
     delay = 0.01
@@ -65,7 +72,7 @@ async def run_once(
             seen = await store.effect(flow_id, name)
             if seen is None:
                 # The first attempt failed and released its claim: this attempt may run it.
-                return await run_once(store, flow_id, name, fn, clock=clock, wait=wait, lease=lease)
+                return await run_once(store, flow_id, name, fn, clock=clock, wait=wait, lease=lease, finished=finished)
             if seen.status == "done":
                 return seen.outcome
     raise EffectInProgressError(

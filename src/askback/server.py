@@ -22,6 +22,7 @@ import secrets
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -103,6 +104,9 @@ class Askback:
             ttl=self.settings.flow_deadline + self.settings.state_grace,
             audience=self.settings.server_name or name,
         )
+        # The SDK would otherwise install a console log handler at INFO on the root logger, whose per-line cost
+        # is larger than a round's own; applications (and `askback serve`) configure logging themselves.
+        mcp_options.setdefault("log_level", "WARNING")
         self.mcp: MCPServer[Any] = MCPServer(
             name, instructions=instructions, request_state_security=security, **mcp_options
         )
@@ -262,160 +266,20 @@ class Askback:
         flow_param: str | None,
         ctx_param: str | None,
     ) -> CallToolResult | InputRequiredResult:
-        now = self.clock.now()
-        principal = current_principal()
-        instance = instance_id()
-        plaintext = ctx.request_state
-        state = FlowState.decode(plaintext) if plaintext is not None else None
-        events: list[AuditEvent] = []
-
-        def event(kind: str, **fields: Any) -> None:
-            ev = AuditEvent(
-                event=kind,  # type: ignore[arg-type]
-                at=now,
-                tool=tool,
-                flow_id=fields.pop("flow_id", state.flow_id if state else None),
-                principal=principal,
-                instance=instance,
-                **fields,
-            )
-            events.append(ev)
-            emit(ev)
-
+        round_ = _Round(self, tool, ctx)
         try:
-            store = await self.store()
-            if plaintext is not None and state is None:
-                event("rejected", outcome="invalid_state", detail="requestState not minted by askback")
-                raise MCPError(
-                    code=INVALID_PARAMS,
-                    message="Invalid or expired requestState",
-                    data={"reason": "invalid_request_state"},
-                )
-            if state is not None:
-                recorded = await store.completion(state.flow_id)
-                if recorded is not None:
-                    event("completed", round=state.round, outcome="replayed")
-                    return CallToolResult.model_validate(recorded)
-                if now > state.started + self.settings.flow_deadline:
-                    minutes = self.settings.flow_deadline / 60
-                    text = (
-                        f"Expired: this request waited more than {minutes:g} minutes for an answer, so nothing was "
-                        "done. Call the tool again to start over."
-                    )
-                    return await self._finish(
-                        store, tool, state.flow_id, principal, self._end(tool, text), event, "expired", state.round
-                    )
-
-            flow = Flow(
-                tool=tool,
-                arguments=arguments,
-                capabilities=ctx.client_capabilities,
-                state=state,
-                responses=ctx.input_responses,
-                now=now,
-                run_effect=lambda flow_id, name, effect: run_once(
-                    store,
-                    flow_id,
-                    name,
-                    effect,
-                    clock=self.clock,
-                    wait=self.settings.effect_wait,
-                    lease=self.settings.effect_lease,
-                ),
-            )
-            kwargs = dict(arguments)
-            if flow_param is not None:
-                kwargs[flow_param] = flow
-            if ctx_param is not None:
-                kwargs[ctx_param] = ctx
-            try:
-                try:
-                    value = await fn(**kwargs)
-                except (DBAPIError, SATimeoutError, OSError) as exc:
-                    down = unavailable_error(exc, doing=f"run the tool {tool!r}")
-                    if down is None:
-                        raise
-                    event("rejected", outcome="store_unavailable", detail=str(down))
-                    raise down from exc
-                finally:
-                    self._record_flow_events(flow.events, event, flow.round)
-            except NeedInput:
-                if flow.round >= self.settings.max_rounds:
-                    text = (
-                        f"Stopped: this request asked {flow.round} rounds of questions without getting what it needs, "
-                        "so nothing was done. Call the tool again to start over."
-                    )
-                    assert state is not None
-                    return await self._finish(
-                        store,
-                        tool,
-                        state.flow_id,
-                        principal,
-                        self._end(tool, text),
-                        event,
-                        "too_many_rounds",
-                        flow.round,
-                    )
-                nxt = flow.next_state(new_id=self._new_id())
-                modes = sorted(set(flow.pending_modes.values()))
-                event("asked", flow_id=nxt.flow_id, round=nxt.round, keys=tuple(flow.pending), mode=",".join(modes))
-                return InputRequiredResult.model_validate(
-                    {"inputRequests": flow.input_requests(), "requestState": nxt.encode()}
-                )
-            except FlowEnded as ended:
-                result = self._end(tool, ended.text)
-                if flow.flow_id is None:
-                    event("completed", round=flow.round, outcome=ended.reason)
-                    return result
-                return await self._finish(store, tool, flow.flow_id, principal, result, event, ended.reason, flow.round)
-            except ToolArgumentRequired as exc:
-                event("rejected", outcome="missing_capability_fallback", detail=str(exc))
-                raise ToolError(str(exc)) from None
-            except MissingCapabilityError as exc:
-                event("rejected", outcome="missing_capability", detail=str(exc))
-                raise exc.to_mcp_error() from None
-            result = self._complete(tool, value)
-            if flow.flow_id is None:
-                if flow.events:
-                    event("completed", round=0, outcome="completed")
-                return result
-            return await self._finish(store, tool, flow.flow_id, principal, result, event, "completed", flow.round)
+            return await round_.run(fn, arguments, flow_param, ctx_param)
         except AskbackError as exc:
             raise exc.to_mcp_error() from exc
         finally:
-            if events:
-                await self._write_audit(events)
-
-    async def _finish(
-        self,
-        store: Store,
-        tool: str,
-        flow_id: str,
-        principal: str | None,
-        result: CallToolResult,
-        event: Callable[..., None],
-        outcome: str,
-        round_: int,
-    ) -> CallToolResult:
-        wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        recorded = await store.record_completion(
-            flow_id, tool=tool, principal=principal, result=wire, at=self.clock.now()
-        )
-        event("completed", flow_id=flow_id, round=round_, outcome=outcome if recorded.first else "replayed")
-        return CallToolResult.model_validate(recorded.result)
+            await round_.flush()
 
     @staticmethod
     def _record_flow_events(flow_events: list[FlowEvent], event: Callable[..., None], round_: int) -> None:
         for fe in flow_events:
             if fe.kind == "answered":
-                event(
-                    "answered",
-                    round=round_,
-                    keys=(fe.key,),
-                    mode=fe.mode,
-                    action=fe.action,
-                    content=dict(fe.content) if fe.content is not None else None,
-                )
+                content = dict(fe.content) if fe.content is not None else None
+                event("answered", round=round_, keys=(fe.key,), mode=fe.mode, action=fe.action, content=content)
             elif fe.kind == "invalid":
                 event(
                     "rejected", round=round_, keys=(fe.key,), mode=fe.mode, outcome="invalid_answer", detail=fe.detail
@@ -470,3 +334,176 @@ class Askback:
                 "restart and no second worker or instance can take the answers. Set ASKBACK_STATE_KEYS (see "
                 "`askback keys new`)."
             )
+
+
+class _Round:
+    """One `tools/call` of an askback tool: runs the handler through a `Flow`, and writes everything the round did
+    (effect outcomes, the flow's result, audit events) in one transaction at the end."""
+
+    def __init__(self, app: Askback, tool: str, ctx: Context[Any, Any]) -> None:
+        self.app = app
+        self.tool = tool
+        self.ctx = ctx
+        self.now = app.clock.now()
+        self.principal = current_principal()
+        self.instance = instance_id()
+        self.plaintext = ctx.request_state
+        self.state = FlowState.decode(self.plaintext) if self.plaintext is not None else None
+        self.events: list[AuditEvent] = []
+        self.effects: list[tuple[str, Any]] = []
+        self.written = False
+        self._store: Store | None = None
+
+    def event(self, kind: str, **fields: Any) -> None:
+        self.events.append(
+            AuditEvent(
+                event=kind,  # type: ignore[arg-type]
+                at=self.now,
+                tool=self.tool,
+                flow_id=fields.pop("flow_id", self.state.flow_id if self.state else None),
+                principal=self.principal,
+                instance=self.instance,
+                **fields,
+            )
+        )
+
+    async def run(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        arguments: dict[str, Any],
+        flow_param: str | None,
+        ctx_param: str | None,
+    ) -> CallToolResult | InputRequiredResult:
+        app, state = self.app, self.state
+        store = self._store = await app.store()
+        if self.plaintext is not None and state is None:
+            self.event("rejected", outcome="invalid_state", detail="requestState not minted by askback")
+            raise MCPError(
+                code=INVALID_PARAMS, message="Invalid or expired requestState", data={"reason": "invalid_request_state"}
+            )
+        if state is not None:
+            recorded = await store.completion(state.flow_id)
+            if recorded is not None:
+                self.event("completed", round=state.round, outcome="replayed")
+                return CallToolResult.model_validate(recorded)
+            if self.now > state.started + app.settings.flow_deadline:
+                minutes = app.settings.flow_deadline / 60
+                text = (
+                    f"Expired: this request waited more than {minutes:g} minutes for an answer, so nothing was done. "
+                    "Call the tool again to start over."
+                )
+                return await self.complete(state.flow_id, app._end(self.tool, text), "expired", state.round)
+
+        flow = Flow(
+            tool=self.tool,
+            arguments=arguments,
+            capabilities=self.ctx.client_capabilities,
+            state=state,
+            responses=self.ctx.input_responses,
+            now=self.now,
+            run_effect=self.run_effect,
+        )
+        kwargs = dict(arguments)
+        if flow_param is not None:
+            kwargs[flow_param] = flow
+        if ctx_param is not None:
+            kwargs[ctx_param] = self.ctx
+        try:
+            try:
+                value = await fn(**kwargs)
+            except (DBAPIError, SATimeoutError, OSError) as exc:
+                down = unavailable_error(exc, doing=f"run the tool {self.tool!r}")
+                if down is None:
+                    raise
+                self.event("rejected", outcome="store_unavailable", detail=str(down))
+                raise down from exc
+            finally:
+                app._record_flow_events(flow.events, self.event, flow.round)
+        except NeedInput:
+            if flow.round >= app.settings.max_rounds:
+                text = (
+                    f"Stopped: this request asked {flow.round} rounds of questions without getting what it needs, "
+                    "so nothing was done. Call the tool again to start over."
+                )
+                assert state is not None
+                return await self.complete(state.flow_id, app._end(self.tool, text), "too_many_rounds", flow.round)
+            nxt = flow.next_state(new_id=app._new_id())
+            modes = sorted(set(flow.pending_modes.values()))
+            self.event("asked", flow_id=nxt.flow_id, round=nxt.round, keys=tuple(flow.pending), mode=",".join(modes))
+            return InputRequiredResult.model_validate(
+                {"inputRequests": flow.input_requests(), "requestState": nxt.encode()}
+            )
+        except FlowEnded as ended:
+            result = app._end(self.tool, ended.text)
+            if flow.flow_id is None:
+                self.event("completed", round=flow.round, outcome=ended.reason)
+                return result
+            return await self.complete(flow.flow_id, result, ended.reason, flow.round)
+        except ToolArgumentRequired as exc:
+            self.event("rejected", outcome="missing_capability_fallback", detail=str(exc))
+            raise ToolError(str(exc)) from None
+        except MissingCapabilityError as exc:
+            self.event("rejected", outcome="missing_capability", detail=str(exc))
+            raise
+        result = app._complete(self.tool, value)
+        if flow.flow_id is None:
+            if flow.events:
+                self.event("completed", round=0, outcome="completed")
+            return result
+        return await self.complete(flow.flow_id, result, "completed", flow.round)
+
+    async def run_effect(self, flow_id: str, name: str, effect: Callable[[], Awaitable[Any]]) -> Any:
+        assert self._store is not None
+        settings = self.app.settings
+        return await run_once(
+            self._store,
+            flow_id,
+            name,
+            effect,
+            clock=self.app.clock,
+            wait=settings.effect_wait,
+            lease=settings.effect_lease,
+            finished=self.effects,
+        )
+
+    async def complete(self, flow_id: str, result: CallToolResult, outcome: str, round_: int) -> CallToolResult:
+        """Record the flow's result (the first one recorded wins, so a concurrent replay answers the same)."""
+        assert self._store is not None
+        wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        self.event("completed", flow_id=flow_id, round=round_, outcome=outcome)
+        completion = await self._store.finish_flow(
+            flow_id,
+            effects=self.effects,
+            tool=self.tool,
+            principal=self.principal,
+            result=wire,
+            events=self.events,
+            at=self.now,
+        )
+        self.written = True
+        assert completion is not None
+        if not completion.first:
+            self.events = [
+                replace(e, outcome="replayed") if e.event == "completed" and e.flow_id == flow_id else e
+                for e in self.events
+            ]
+            return CallToolResult.model_validate(completion.result)
+        return result
+
+    async def flush(self) -> None:
+        """Write what was not written yet (a round that asked, failed or was refused), then log and trace it."""
+        if not self.written and (self.events or self.effects):
+            try:
+                store = self._store or await self.app.store()
+                await store.finish_flow(
+                    self.state.flow_id if self.state else None, effects=self.effects, events=self.events, at=self.now
+                )
+            except AskbackError:
+                logger.exception(
+                    "askback could not record %d audit event(s) and %d effect outcome(s) of %s",
+                    len(self.events),
+                    len(self.effects),
+                    self.tool,
+                )
+        for ev in self.events:
+            emit(ev)
