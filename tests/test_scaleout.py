@@ -1,0 +1,316 @@
+"""Scale-out on real parts: PostgreSQL, three `askback serve` instances, nginx round-robin in front of them.
+
+Every test talks to 127.0.0.1 only. The cluster is shared by the module; tests that kill an instance or stop the
+database bring it back before they end.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import pytest
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+
+from askback.rounds import Round, call_round
+from askback.store import AuditFilter, Store
+from infra import Instance, Nginx, Postgres, postgres
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(shutil.which("nginx") is None and not os.path.exists("/usr/sbin/nginx"), reason="needs nginx"),
+]
+
+DEMO = "askback.demo:server"
+
+
+@dataclass
+class Cluster:
+    pg: Postgres
+    url: str  # the database URL every instance uses
+    instances: list[Instance]
+    nginx: Nginx
+    keys: str
+
+
+def askback_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
+    return subprocess.run(
+        [sys.executable, "-m", "askback", *args], env={**clean, **env}, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with postgres() as pg:
+        pg.create_database("askback")
+        url = pg.url("askback")
+        upgraded = askback_cli("db", "upgrade", "--database", url, env={})
+        assert upgraded.returncode == 0, upgraded.stderr
+        keys = secrets.token_urlsafe(48)
+        env = {"ASKBACK_DATABASE_URL": url, "ASKBACK_STATE_KEYS": keys}
+        instances = [Instance(DEMO, env) for _ in range(3)]
+        nginx = Nginx(tmp_path_factory.mktemp("nginx"), [i.port for i in instances])
+        try:
+            for instance in instances:
+                instance.start()
+            nginx.start()
+            yield Cluster(pg, url, instances, nginx, keys)
+        finally:
+            nginx.stop()
+            for instance in instances:
+                instance.stop()
+
+
+async def drive(url: str, service: str, user: str, environment: str = "production") -> list[Round]:
+    """One deploy flow, every round on a new connection; returns the rounds."""
+    answers = {
+        "pick_env": ElicitResult(action="accept", content={"environment": environment}),
+        "confirm_prod": ElicitResult(action="accept", content={"confirm": True}),
+    }
+    rounds = [await call_round(url, "deploy", {"service": service}, token=f"demo-{user}")]
+    while isinstance(rounds[-1].result, InputRequiredResult):
+        previous = rounds[-1].result
+        assert len(rounds) < 5
+        responses = {key: answers[key] for key in previous.input_requests or {}}
+        rounds.append(
+            await call_round(
+                url,
+                "deploy",
+                {"service": service},
+                token=f"demo-{user}",
+                responses=responses,
+                request_state=previous.request_state,
+            )
+        )
+    return rounds
+
+
+async def deployments(cluster: Cluster) -> list[dict[str, Any]]:
+    rnd = await call_round(cluster.nginx.url, "list_deployments", {}, token="demo-observer")
+    assert isinstance(rnd.result, CallToolResult) and isinstance(rnd.result.structured_content, dict)
+    return list(rnd.result.structured_content["deployments"])
+
+
+async def audit(cluster: Cluster, **filters: Any) -> list[Any]:
+    store = await Store.open(cluster.url)
+    try:
+        return await store.audit(AuditFilter(**filters))
+    finally:
+        await store.close()
+
+
+def text(result: Any) -> str:
+    assert isinstance(result, CallToolResult)
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_fifty_concurrent_flows_through_nginx_land_on_different_instances(cluster: Cluster) -> None:
+    results: dict[str, list[Round]] = {}
+    limiter = anyio.CapacityLimiter(10)
+
+    async def one(n: int) -> None:
+        async with limiter:
+            results[f"fifty-{n}"] = await drive(cluster.nginx.url, f"fifty-{n}", "carol")
+
+    async with anyio.create_task_group() as tg:
+        for n in range(50):
+            tg.start_soon(one, n)
+
+    for service, rounds in results.items():
+        assert text(rounds[-1].result) == f"Deployed {service} to production."
+    recorded = [d["service"] for d in await deployments(cluster) if d["service"].startswith("fifty-")]
+    assert sorted(recorded) == sorted(results)
+
+    # From the audit trail in PostgreSQL: which instance served each round of each flow.
+    events = await audit(cluster, principal="carol", tool="deploy")
+    by_flow: dict[str, set[str]] = {}
+    for ev in events:
+        if ev.flow_id and ev.instance:
+            by_flow.setdefault(ev.flow_id, set()).add(ev.instance)
+    assert len(by_flow) == 50
+    assert len({i for s in by_flow.values() for i in s}) == 3, "every instance served rounds"
+    assert sum(1 for s in by_flow.values() if len(s) > 1) >= 10, "rounds of one flow moved between instances"
+
+
+async def test_an_instance_killed_between_rounds_loses_no_flow_and_doubles_no_effect(cluster: Cluster) -> None:
+    answers = {"pick_env": ElicitResult(action="accept", content={"environment": "staging"})}
+    firsts: dict[str, Round] = {}
+
+    async def start(n: int) -> None:
+        firsts[f"kill-{n}"] = await call_round(cluster.nginx.url, "deploy", {"service": f"kill-{n}"}, token="demo-dan")
+
+    async with anyio.create_task_group() as tg:
+        for n in range(20):
+            tg.start_soon(start, n)
+    assert all(isinstance(r.result, InputRequiredResult) for r in firsts.values())
+    victim = cluster.instances[1]
+    assert victim.proc is not None
+    victim_pid = victim.proc.pid
+    served_by_victim = sum(1 for r in firsts.values() if r.instance and r.instance.endswith(f":{victim_pid}"))
+
+    victim.kill()  # SIGKILL: no shutdown, in-flight state only in the clients' hands
+    try:
+        finals: dict[str, Round] = {}
+
+        async def finish(service: str, first: Round) -> None:
+            assert isinstance(first.result, InputRequiredResult)
+            finals[service] = await call_round(
+                cluster.nginx.url,
+                "deploy",
+                {"service": service},
+                token="demo-dan",
+                responses=answers,
+                request_state=first.result.request_state,
+            )
+
+        async with anyio.create_task_group() as tg:
+            for service, first in firsts.items():
+                tg.start_soon(finish, service, first)
+        for service, final in finals.items():
+            assert final.error is None, final.error
+            assert text(final.result) == f"Deployed {service} to staging."
+        recorded = [d["service"] for d in await deployments(cluster) if d["service"].startswith("kill-")]
+        assert sorted(recorded) == sorted(firsts), "no effect lost, none doubled"
+        # Round-robin sent some first rounds to the victim; no final round could be served by it.
+        assert served_by_victim >= 1
+        assert not any(f.instance and f.instance.endswith(f":{victim_pid}") for f in finals.values())
+    finally:
+        victim.start()
+
+
+async def test_a_final_round_sent_to_all_three_instances_at_once_deploys_once(cluster: Cluster) -> None:
+    first = await call_round(cluster.nginx.url, "deploy", {"service": "trio"}, token="demo-erin")
+    assert isinstance(first.result, InputRequiredResult)
+    second = await call_round(
+        cluster.nginx.url,
+        "deploy",
+        {"service": "trio"},
+        token="demo-erin",
+        responses={"pick_env": ElicitResult(action="accept", content={"environment": "production"})},
+        request_state=first.result.request_state,
+    )
+    assert isinstance(second.result, InputRequiredResult)
+    final = {"confirm_prod": ElicitResult(action="accept", content={"confirm": True})}
+    replies: list[Round] = []
+
+    async def send(instance: Instance) -> None:
+        assert isinstance(second.result, InputRequiredResult)
+        replies.append(
+            await call_round(
+                instance.url,
+                "deploy",
+                {"service": "trio"},
+                token="demo-erin",
+                responses=final,
+                request_state=second.result.request_state,
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            for instance in cluster.instances:
+                tg.start_soon(send, instance)
+    assert len(replies) == 30
+    assert {text(r.result) for r in replies} == {"Deployed trio to production."}
+    assert len({r.instance for r in replies}) == 3
+    assert [d["service"] for d in await deployments(cluster)].count("trio") == 1
+    completions = [e for e in await audit(cluster, principal="erin", event="completed")]
+    assert sorted(e.outcome for e in completions) == ["completed"] + ["replayed"] * 29
+
+
+async def test_with_the_database_down_calls_fail_cleanly_and_retries_complete_after(cluster: Cluster) -> None:
+    firsts: dict[str, Round] = {}
+    for n in range(5):
+        firsts[f"outage-{n}"] = await call_round(
+            cluster.nginx.url, "deploy", {"service": f"outage-{n}"}, token="demo-fay"
+        )
+    answers = {"pick_env": ElicitResult(action="accept", content={"environment": "dev"})}
+
+    async def final(service: str) -> Round:
+        first = firsts[service].result
+        assert isinstance(first, InputRequiredResult)
+        return await call_round(
+            cluster.nginx.url,
+            "deploy",
+            {"service": service},
+            token="demo-fay",
+            responses=answers,
+            request_state=first.request_state,
+            timeout_seconds=30,
+        )
+
+    cluster.pg.stop("fast")
+    try:
+        for service in firsts:
+            failed = await final(service)
+            assert failed.error is not None, f"{service} completed without its database"
+            assert failed.error.error.code == -32603
+            assert (failed.error.error.data or {}).get("retryable") is True
+            assert "unavailable" in failed.error.error.message and "Traceback" not in failed.error.error.message
+    finally:
+        cluster.pg.start()
+    for service in firsts:
+        done = await final(service)
+        assert done.error is None, done.error
+        assert text(done.result) == f"Deployed {service} to dev."
+    recorded = [d["service"] for d in await deployments(cluster) if d["service"].startswith("outage-")]
+    assert sorted(recorded) == sorted(firsts)
+
+
+async def test_the_audit_trail_in_postgresql_answers_who_confirmed_a_deletion(cluster: Cluster) -> None:
+    first = await call_round(cluster.nginx.url, "delete_project", {"project_id": "prj_99"}, token="demo-gus")
+    assert isinstance(first.result, InputRequiredResult)
+    done = await call_round(
+        cluster.nginx.url,
+        "delete_project",
+        {"project_id": "prj_99"},
+        token="demo-gus",
+        responses={"confirm_project": ElicitResult(action="accept", content={"project_name": "billing-legacy"})},
+        request_state=first.result.request_state,
+    )
+    assert text(done.result) == "Deleted billing-legacy."
+    who = askback_cli(
+        "audit",
+        "--database",
+        cluster.url,
+        "--tool",
+        "delete_project",
+        "--event",
+        "answered",
+        "--contains",
+        "billing-legacy",
+        "--json",
+        env={},
+    )
+    assert who.returncode == 0, who.stderr
+    import json
+
+    rows = [json.loads(line) for line in who.stdout.splitlines()]
+    assert [(r["principal"], r["content"]) for r in rows] == [("gus", {"project_name": "billing-legacy"})]
+
+
+async def test_an_instance_refuses_an_unmigrated_database_naming_the_command(cluster: Cluster) -> None:
+    cluster.pg.create_database("fresh")
+    result = askback_cli(
+        "serve",
+        DEMO,
+        "--port",
+        "1",
+        env={"ASKBACK_DATABASE_URL": cluster.pg.url("fresh"), "ASKBACK_STATE_KEYS": cluster.keys},
+    )
+    assert result.returncode == 2
+    assert "askback db upgrade" in result.stderr
+    assert cluster.pg.password not in result.stderr
+
+
+async def test_several_workers_without_keys_are_refused_on_postgresql_too(cluster: Cluster) -> None:
+    result = askback_cli("serve", DEMO, "--workers", "2", "--port", "1", env={"ASKBACK_DATABASE_URL": cluster.url})
+    assert result.returncode == 2 and "askback keys new" in result.stderr
