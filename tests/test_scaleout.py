@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
@@ -249,6 +250,11 @@ async def test_with_the_database_down_calls_fail_cleanly_and_retries_complete_af
 
     cluster.pg.stop("fast")
     try:
+        async with httpx.AsyncClient() as http:
+            ready = await http.get(f"{cluster.instances[0].base}/readyz")
+            alive = await http.get(f"{cluster.instances[0].base}/healthz")
+        assert ready.status_code == 503 and alive.status_code == 200
+        assert any("unavailable" in p for p in ready.json()["problems"])
         for service in firsts:
             failed = await final(service)
             assert failed.error is not None, f"{service} completed without its database"
@@ -257,6 +263,8 @@ async def test_with_the_database_down_calls_fail_cleanly_and_retries_complete_af
             assert "unavailable" in failed.error.error.message and "Traceback" not in failed.error.error.message
     finally:
         cluster.pg.start()
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(f"{cluster.instances[0].base}/readyz")).status_code == 200
     for service in firsts:
         done = await final(service)
         assert done.error is None, done.error
