@@ -209,6 +209,7 @@ http {{
 
     upstream askback {{
 {servers}
+        keepalive 32;
     }}
     server {{
         listen 127.0.0.1:{port};

@@ -28,9 +28,11 @@ async def test_with_a_real_verifier_a_request_without_a_token_is_401(make_settin
     server = Askback("auth-test", settings=make_settings(demo_auth=False))
     async with server.running(), client_for(build_app(server, token_verifier=DemoTokenVerifier())) as http:
         missing = await http.post("/mcp", json={})
+        health = await http.get("/healthz")
         wrong = await http.post("/mcp", json={}, headers={"Authorization": "Bearer nope"})
         right = await http.post("/mcp", json={}, headers={"Authorization": "Bearer demo-alice"})
     assert missing.status_code == 401 and "Bearer" in missing.headers["www-authenticate"]
+    assert health.status_code == 200  # probes carry no token
     assert wrong.status_code == 401
     assert right.status_code != 401
 

@@ -255,6 +255,10 @@ async def test_with_the_database_down_calls_fail_cleanly_and_retries_complete_af
             alive = await http.get(f"{cluster.instances[0].base}/healthz")
         assert ready.status_code == 503 and alive.status_code == 200
         assert any("unavailable" in p for p in ready.json()["problems"])
+        assert cluster.pg.password not in ready.text and str(cluster.pg.port) not in ready.text
+        # A first round cannot record what it asks: it fails too, rather than leave a gap in the audit trail.
+        fresh = await call_round(cluster.nginx.url, "deploy", {"service": "outage-new"}, token="demo-fay")
+        assert fresh.error is not None and (fresh.error.error.data or {}).get("retryable") is True
         for service in firsts:
             failed = await final(service)
             assert failed.error is not None, f"{service} completed without its database"

@@ -511,3 +511,27 @@ async def test_a_write_lock_held_elsewhere_is_waited_for_off_the_event_loop(tmp_
     finally:
         other.close()
         await store.close()
+
+
+def test_a_libpq_sslmode_becomes_asyncpg_ssl() -> None:
+    assert normalize_database_url("postgresql://u:p@db:5432/x?sslmode=require") == (
+        "postgresql+asyncpg://u:p@db:5432/x?ssl=require"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_newer_schema_is_not_behind_an_older_one_is(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "schema.db"
+    store = await Store.open(f"sqlite:///{path}")
+    try:
+        assert not await store.schema_behind()
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("UPDATE askback_alembic_version SET version_num = '9999_later'")  # a later release upgraded it
+        assert not await store.schema_behind()
+        db.execute("DELETE FROM askback_alembic_version")  # never migrated
+        assert await store.schema_behind()
+        db.close()
+    finally:
+        await store.close()

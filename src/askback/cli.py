@@ -27,6 +27,7 @@ app.add_typer(db_app, name="db")
 _TARGET_ENV = "ASKBACK_SERVE_TARGET"
 _HOST_ENV = "ASKBACK_SERVE_HOST"
 _LOG_ENV = "ASKBACK_SERVE_LOG"
+_VERIFIER_ENV = "ASKBACK_SERVE_VERIFIER"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -34,20 +35,27 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def load_target(target: str) -> Any:
-    """Import `MODULE:ATTR` and return the `Askback` server it names."""
-    from askback.server import Askback
-
+def load_object(target: str, what: str) -> Any:
+    """Import `MODULE:ATTR` and return the object it names."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigurationError(f"{target!r} is not MODULE:ATTR (for example askback.demo:server)")
+        raise ConfigurationError(f"{target!r} is not MODULE:ATTR (for {what}, e.g. askback.demo:server)")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    server = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise ConfigurationError(f"{module_name!r} has no {attr!r}")
+    return getattr(module, attr)
+
+
+def load_target(target: str) -> Any:
+    """Import `MODULE:ATTR` and return the `Askback` server it names."""
+    from askback.server import Askback
+
+    server = load_object(target, "an askback server")
     if not isinstance(server, Askback):
         raise ConfigurationError(f"{target!r} is not an askback.Askback server (got {type(server).__name__})")
     return server
@@ -61,7 +69,12 @@ def app_factory() -> Any:
     level, _, fmt = os.environ.get(_LOG_ENV, "info:json").partition(":")
     logs.configure(level, "text" if fmt == "text" else "json")
     target = os.environ[_TARGET_ENV]
-    return build_app(load_target(target), host=os.environ.get(_HOST_ENV, "127.0.0.1"))
+    verifier = os.environ.get(_VERIFIER_ENV)
+    return build_app(
+        load_target(target),
+        host=os.environ.get(_HOST_ENV, "127.0.0.1"),
+        token_verifier=load_object(verifier, "a token verifier") if verifier else None,
+    )
 
 
 @app.command()
@@ -72,6 +85,12 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     log_level: Annotated[str, typer.Option(help="Level of askback's logs (the audit lines are info).")] = "info",
     log_format: Annotated[str, typer.Option(help="json (one object per line) or text.")] = "json",
+    token_verifier: Annotated[
+        str | None, typer.Option(help="MODULE:ATTR of a token verifier; requests without a valid token get 401.")
+    ] = None,
+    graceful_timeout: Annotated[
+        int, typer.Option(min=1, help="Seconds a stopping instance lets running calls finish.")
+    ] = 30,
 ) -> None:
     """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28, stateless), with /healthz and /readyz."""
     import uvicorn
@@ -85,6 +104,9 @@ def serve(
     logs.configure(log_level, "json" if log_format == "json" else "text")
     os.environ[_LOG_ENV] = f"{log_level}:{log_format}"
     try:
+        if token_verifier is not None:
+            load_object(token_verifier, "a token verifier")
+            os.environ[_VERIFIER_ENV] = token_verifier
         server = load_target(target)
         server.check_workers(workers)
 
@@ -107,7 +129,7 @@ def serve(
         log_level="warning",
         log_config=None,
         app_dir=os.getcwd(),
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=graceful_timeout,
     )
 
 

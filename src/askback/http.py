@@ -11,6 +11,7 @@ way round.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -33,7 +34,10 @@ from askback.server import Askback
 
 __all__ = ["DemoTokenVerifier", "build_app"]
 
+logger = logging.getLogger("askback")
+
 ANONYMOUS = "anonymous"
+_OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 _DEMO_TOKEN = re.compile(r"^demo-([A-Za-z0-9_.\-]{1,64})$")
 
 
@@ -53,6 +57,8 @@ class _BearerBackend(AuthenticationBackend):
         self.allow_anonymous = allow_anonymous
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
+        if conn.url.path in _OPEN_PATHS:
+            return None  # probes carry no token
         header = conn.headers.get("authorization")
         if not header:
             if not self.allow_anonymous:
@@ -124,11 +130,12 @@ def build_app(
         try:
             store = await server.store()
             await store.ping()
-            current, head = await store.current_revision(), store.head_revision()
-            if current != head:
-                problems.append(f"database schema is at {current}, needs {head}: run `askback db upgrade`")
-        except AskbackError as exc:
-            problems.append(str(exc))
+            if await store.schema_behind():
+                problems.append("the database schema is older than this release needs: run `askback db upgrade`")
+        except AskbackError:
+            # The details (host, user, database) go to the log, not to an unauthenticated probe.
+            logger.warning("readiness: the database is unavailable", exc_info=True)
+            problems.append("the database is unavailable")
         if server.ephemeral_keys:
             problems.append("no ASKBACK_STATE_KEYS: answers cannot be taken by another instance")
         if problems:

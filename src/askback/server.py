@@ -268,11 +268,19 @@ class Askback:
     ) -> CallToolResult | InputRequiredResult:
         round_ = _Round(self, tool, ctx)
         try:
-            return await round_.run(fn, arguments, flow_param, ctx_param)
+            result = await round_.run(fn, arguments, flow_param, ctx_param)
+        except AskbackError as exc:
+            await round_.flush()
+            raise exc.to_mcp_error() from exc
+        except BaseException:
+            await round_.flush()
+            raise
+        try:
+            # A round that cannot record what it asked or answered fails: the audit trail has no gaps.
+            await round_.flush(strict=True)
         except AskbackError as exc:
             raise exc.to_mcp_error() from exc
-        finally:
-            await round_.flush()
+        return result
 
     @staticmethod
     def _record_flow_events(flow_events: list[FlowEvent], event: Callable[..., None], round_: int) -> None:
@@ -490,15 +498,21 @@ class _Round:
             return CallToolResult.model_validate(completion.result)
         return result
 
-    async def flush(self) -> None:
-        """Write what was not written yet (a round that asked, failed or was refused), then log and trace it."""
+    async def flush(self, *, strict: bool = False) -> None:
+        """Write what was not written yet (a round that asked, failed or was refused), then log and trace it.
+        `strict` lets a failed write raise; otherwise it is logged, as the round is failing anyway."""
         if not self.written and (self.events or self.effects):
             try:
                 store = self._store or await self.app.store()
                 await store.finish_flow(
                     self.state.flow_id if self.state else None, effects=self.effects, events=self.events, at=self.now
                 )
+                self.written = True
             except AskbackError:
+                if strict:
+                    for ev in self.events:
+                        emit(ev)
+                    raise
                 logger.exception(
                     "askback could not record %d audit event(s) and %d effect outcome(s) of %s",
                     len(self.events),

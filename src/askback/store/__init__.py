@@ -122,6 +122,7 @@ _ACCEPTED_URLS = (
 # Several processes write one SQLite file; a writer waits this long for another's transaction to finish
 # before giving up with StoreUnavailableError.
 _SQLITE_BUSY_TIMEOUT_MS = 10_000
+_PG_CONNECT_TIMEOUT = 10
 # Execution option asking the SQLite BEGIN hook for a write lock up front (see _on_sqlite_begin).
 _BEGIN_IMMEDIATE = "askback_begin_immediate"
 # Any fixed number, the same in every askback process: the PostgreSQL advisory lock that migrators queue on.
@@ -158,12 +159,17 @@ def normalize_database_url(url: str) -> str:
         )
     normalized = f"{driver}://{rest}"
     try:
-        make_url(normalized)
+        parsed = make_url(normalized)
     except (sa_exc.ArgumentError, ValueError) as exc:
         raise ConfigurationError(
             f"The database URL (ASKBACK_DATABASE_URL) could not be parsed; set it to {_ACCEPTED_URLS} "
             "(percent-encode special characters in the user name and password)."
         ) from exc
+    if driver.startswith("postgresql") and "sslmode" in parsed.query:
+        # libpq's spelling, which tools sharing the URL use; asyncpg calls it `ssl` and takes the same values.
+        query = dict(parsed.query)
+        query["ssl"] = query.pop("sslmode")
+        normalized = parsed.set(query=query).render_as_string(hide_password=False)
     return normalized
 
 
@@ -299,6 +305,16 @@ class Store:
                 if conn.dialect.name == "postgresql":
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SETUP_LOCK})
                 yield conn
+
+    async def schema_behind(self) -> bool:
+        """True when the database is at an older revision than this release needs. A newer revision (a later
+        release already upgraded it, during a rolling update) is not "behind": migrations keep the previous
+        release working."""
+        current, head = await self.current_revision(), self.head_revision()
+        if current == head:
+            return False
+        known = [script.revision for script in _script_directory().walk_revisions()]
+        return current is None or current in known
 
     async def current_revision(self) -> str | None:
         """The schema revision the database is at; `None` when askback's tables were never created."""
@@ -673,7 +689,8 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 def _create_engine(url: URL) -> AsyncEngine:
     if url.get_backend_name() != "sqlite":
         # Instances outlive database restarts and failovers; test each pooled connection before use.
-        return create_async_engine(url, pool_pre_ping=True)
+        # A connect timeout, so that a database host that drops packets fails a call in seconds, not a minute.
+        return create_async_engine(url, pool_pre_ping=True, connect_args={"timeout": _PG_CONNECT_TIMEOUT})
     engine = create_async_engine(url)
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
