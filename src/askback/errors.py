@@ -9,7 +9,9 @@ the SDK's transport picks the HTTP status from the code (400 for -32021). Each m
     ├── DefinitionError             a question or tool defined wrongly, refused when it is defined
     ├── MissingCapabilityError      -32021: this request did not declare what the question needs (HTTP 400)
     ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
-    └── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
+    ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
+    └── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
+                                    endpoint, refused, no such tool); the command exits with status 2
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "DefinitionError",
     "EffectInProgressError",
     "MissingCapabilityError",
+    "ProbeError",
     "StoreUnavailableError",
 ]
 
@@ -75,6 +78,13 @@ class EffectInProgressError(AskbackError):
 
     def wire_data(self) -> dict[str, Any]:
         return {"retryable": True}
+
+
+class ProbeError(AskbackError):
+    """`askback check` could not probe the server at all: the message says what was seen and what to change.
+
+    Raised before any verdict is given (a server that answers badly gets failed checks, not this error).
+    """
 
 
 def _describe_required(required: dict[str, Any]) -> str:

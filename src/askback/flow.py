@@ -254,6 +254,10 @@ class Flow:
         """Send the user to `url` until `done` is true. `done` must come from real state (an account's status, a
         payment's record), because an accepted link only says the user agreed to open it."""
         if done:
+            response = self._responses.get(question.key)
+            if isinstance(response, ElicitResult) and (self.state is None or question.key in self.state.asked):
+                # The work is done; still record that the user answered the link, for the audit trail.
+                self.events.append(FlowEvent("answered", question.key, "url", action=response.action))
             return
         result = self._outcome(question, message=message, url=url, expect=None, batch=False, fresh_only=True)
         if isinstance(result, Accepted):

@@ -108,7 +108,7 @@ def build_app(
     *,
     token_verifier: TokenVerifier | None = None,
     host: str = "127.0.0.1",
-    json_response: bool = True,
+    json_response: bool = False,
     allow_anonymous: bool | None = None,
 ) -> Starlette:
     """The ASGI app serving `server`. The store is opened before the first request is taken.
@@ -119,7 +119,9 @@ def build_app(
     verifier = token_verifier or (DemoTokenVerifier() if server.settings.demo_auth else None)
     if allow_anonymous is None:
         allow_anonymous = token_verifier is None
-    mcp_app = server.mcp.streamable_http_app(stateless_http=True, json_response=json_response, host=host)
+    # 2026-07-28 requests are served statelessly whatever this says; a 2025-11-25 client that sends `initialize`
+    # gets a session (stateful, streamed), which is how its questions can be pushed to it.
+    mcp_app = server.mcp.streamable_http_app(stateless_http=False, json_response=json_response, host=host)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "instance": instance_id()})

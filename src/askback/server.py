@@ -34,6 +34,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SATimeoutError
@@ -344,6 +345,12 @@ class Askback:
             )
 
 
+def _modern(version: str | None) -> bool:
+    """True for requests of 2026-07-28 or later (and in-process calls with no version), which take questions in
+    `input_required` results; older sessions get them pushed."""
+    return version is None or is_version_at_least(version, "2026-07-28")
+
+
 class _Round:
     """One `tools/call` of an askback tool: runs the handler through a `Flow`, and writes everything the round did
     (effect outcomes, the flow's result, audit events) in one transaction at the end."""
@@ -402,12 +409,66 @@ class _Round:
                 )
                 return await self.complete(state.flow_id, app._end(self.tool, text), "expired", state.round)
 
+        if not _modern(self.ctx.protocol_version):
+            return await self._run_pushing(fn, arguments, flow_param, ctx_param)
+        return await self._attempt(fn, arguments, flow_param, ctx_param, state, self.ctx.input_responses)
+
+    async def _run_pushing(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        arguments: dict[str, Any],
+        flow_param: str | None,
+        ctx_param: str | None,
+    ) -> CallToolResult | InputRequiredResult:
+        """A 2025-11-25 session: the same handler, the same rounds, but each round's questions are pushed to the
+        client as `elicitation/create` requests on the open session and the handler reruns here, in this process,
+        with the answers. The flow state never leaves the server."""
+        state: FlowState | None = None
+        responses: dict[str, Any] | None = None
+        session = self.ctx.request_context.session
+        while True:
+            outcome = await self._attempt(fn, arguments, flow_param, ctx_param, state, responses)
+            if not isinstance(outcome, InputRequiredResult):
+                return outcome
+            plaintext = outcome.request_state
+            state = FlowState.decode(plaintext) if plaintext else None
+            assert state is not None
+            self.state = state
+            responses = {}
+            for key, request in (outcome.input_requests or {}).items():
+                params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
+                if params.get("mode") == "url":
+                    # 2025-11-25 URL mode needs an elicitationId; the flow's own id keeps it unique per question.
+                    responses[key] = await session.elicit_url(
+                        message=params["message"],
+                        url=params["url"],
+                        elicitation_id=f"{state.flow_id}.{key}.{state.round}",
+                        related_request_id=self.ctx.request_id,
+                    )
+                else:
+                    responses[key] = await session.elicit_form(
+                        message=params["message"],
+                        requested_schema=params["requestedSchema"],
+                        related_request_id=self.ctx.request_id,
+                    )
+
+    async def _attempt(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        arguments: dict[str, Any],
+        flow_param: str | None,
+        ctx_param: str | None,
+        state: FlowState | None,
+        responses: Mapping[str, Any] | None,
+    ) -> CallToolResult | InputRequiredResult:
+        """One run of the handler, from the top."""
+        app = self.app
         flow = Flow(
             tool=self.tool,
             arguments=arguments,
             capabilities=self.ctx.client_capabilities,
             state=state,
-            responses=self.ctx.input_responses,
+            responses=responses,
             now=self.now,
             run_effect=self.run_effect,
         )

@@ -1,0 +1,145 @@
+"""2025-11-25 clients from the same handlers: questions pushed as `elicitation/create` on the session (URL mode with
+an `elicitationId`), while 2026-07-28 requests on the same endpoint stay stateless."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitResult
+
+from askback import Askback, Confirm, Flow, Link
+from askback.clock import FrozenClock
+from askback.demo_run import free_port, serving
+from askback.store import AuditFilter
+
+pytestmark = pytest.mark.anyio
+
+connect = Link(key="connect", message="Connect your calendar.")
+sure = Confirm(key="sure", message="Book it?")
+CONNECTED: set[str] = set()
+BOOKED: list[str] = []
+
+
+def build(settings: Any, clock: FrozenClock) -> Askback:
+    app = Askback("legacy-test", settings=settings, clock=clock)
+
+    @app.tool(asks=[connect, sure])
+    async def book(slot: str, flow: Flow) -> str:
+        flow.link(connect, url="https://calendar.example.com/connect", done="ada" in CONNECTED)
+        if not flow.ask(sure):
+            return "Not booked."
+
+        async def write() -> str:
+            BOOKED.append(slot)
+            return slot
+
+        return f"Booked {await flow.once('book', write)}."
+
+    return app
+
+
+@pytest.fixture
+async def app(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIterator[Askback]:
+    CONNECTED.clear()
+    BOOKED.clear()
+    server = build(make_settings(), clock)
+    async with server.running():
+        yield server
+
+
+def recording(answers: dict[str, Callable[[], ElicitResult]]) -> Any:
+    seen: list[dict[str, Any]] = []
+
+    async def callback(context: Any, params: Any) -> ElicitResult:
+        data = params.model_dump(by_alias=True, exclude_none=True)
+        seen.append(data)
+        return answers[data["mode"]]()
+
+    callback.seen = seen  # type: ignore[attr-defined]
+    return callback
+
+
+def connect_then_accept() -> ElicitResult:
+    CONNECTED.add("ada")  # the hosted page did its work while the client waited
+    return ElicitResult(action="accept")
+
+
+async def test_a_legacy_session_gets_the_questions_pushed_url_mode_with_an_elicitation_id(app: Askback) -> None:
+    cb = recording(
+        {"url": connect_then_accept, "form": lambda: ElicitResult(action="accept", content={"confirm": True})}
+    )
+    async with Client(app.mcp, mode="legacy", elicitation_callback=cb) as client:
+        assert client.protocol_version == "2025-11-25"
+        result = await client.call_tool("book", {"slot": "mon-9"})
+    assert result.content[0].text == "Booked mon-9."  # type: ignore[union-attr]
+    assert [q["mode"] for q in cb.seen] == ["url", "form"]
+    assert cb.seen[0]["url"] == "https://calendar.example.com/connect"
+    assert cb.seen[0]["elicitationId"]  # required by 2025-11-25 URL mode
+    assert BOOKED == ["mon-9"]
+    events = await (await app.store()).audit(AuditFilter(tool="book"))
+    assert [e.event for e in events] == ["asked", "answered", "asked", "answered", "completed"]
+
+
+async def test_a_legacy_accept_of_a_link_alone_is_not_proof(app: Askback) -> None:
+    cb = recording({"url": lambda: ElicitResult(action="accept"), "form": lambda: ElicitResult(action="decline")})
+    async with Client(app.mcp, mode="legacy", elicitation_callback=cb) as client:
+        result = await client.call_tool("book", {"slot": "tue-10"}, read_timeout_seconds=30)
+    # Never connected: the link is pushed again each round until the round cap ends the flow politely.
+    assert result.content[0].text.startswith("Stopped:")  # type: ignore[union-attr]
+    assert {q["mode"] for q in cb.seen} == {"url"} and len(cb.seen) == app.settings.max_rounds
+    assert BOOKED == []
+
+
+async def test_a_legacy_decline_completes_with_the_message(app: Askback) -> None:
+    CONNECTED.add("ada")
+    cb = recording({"form": lambda: ElicitResult(action="decline")})
+    async with Client(app.mcp, mode="legacy", elicitation_callback=cb) as client:
+        result = await client.call_tool("book", {"slot": "wed-11"})
+    assert result.content[0].text.startswith("Cancelled")  # type: ignore[union-attr]
+    assert BOOKED == []
+
+
+async def test_a_legacy_client_without_elicitation_gets_32021(app: Askback) -> None:
+    async with Client(app.mcp, mode="legacy") as client:
+        with pytest.raises(MCPError) as err:
+            await client.call_tool("book", {"slot": "thu-12"})
+    assert err.value.error.code == -32021
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    db: Path = tmp_path_factory.mktemp("legacy") / "db.sqlite"
+    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": f"sqlite:///{db}"}
+    with serving("askback.demo:server", port=free_port(), workers=1, env=env) as url:
+        yield url
+
+
+async def answer_demo(context: Any, params: Any) -> ElicitResult:
+    props = params.requested_schema["properties"]
+    if "project_name" in props:
+        return ElicitResult(action="accept", content={"project_name": "billing-legacy"})
+    if "environment" in props:
+        return ElicitResult(action="accept", content={"environment": "production"})
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_demo_serves_both_eras_over_http_with_unchanged_tools(demo_url: str, mode: str) -> None:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": "Bearer demo-lena"}) as http,
+        Client(streamable_http_client(demo_url, http_client=http), mode=mode, elicitation_callback=answer_demo) as c,
+    ):
+        deployed = await c.call_tool("deploy", {"service": f"svc-{mode}"})
+        listing = await c.call_tool("list_deployments", {})
+    assert deployed.content[0].text == f"Deployed svc-{mode} to production."  # type: ignore[union-attr]
+    assert {"service": f"svc-{mode}", "environment": "production", "by": "lena"} in listing.structured_content[  # type: ignore[index]
+        "deployments"
+    ]
