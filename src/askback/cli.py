@@ -92,7 +92,8 @@ def serve(
         int, typer.Option(min=1, help="Seconds a stopping instance lets running calls finish.")
     ] = 30,
 ) -> None:
-    """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28, stateless), with /healthz and /readyz."""
+    """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28 statelessly, and 2025-11-25 sessions), with /healthz
+    and /readyz."""
     import uvicorn
 
     from askback import logs
@@ -275,6 +276,17 @@ def demo(
     except AskbackError as exc:
         raise _fail(str(exc)) from None
     raise typer.Exit(code)
+
+
+def _register_tools() -> None:
+    # The migration tools live in their own modules; they add their commands here.
+    from askback import check_cli, lint_cli
+
+    lint_cli.register(app)
+    check_cli.register(app)
+
+
+_register_tools()
 
 
 def main() -> None:
