@@ -85,8 +85,8 @@ RULES: Mapping[str, Rule] = MappingProxyType(
                 "ABK103",
                 "elicitation-id",
                 "elicitationId, removed in 2026-07-28",
-                "drop it: the retry is the completion signal; to match a browser flow to the retry, put your own "
-                "opaque id in the link URL or key it by flow.flow_id",
+                "drop it: the client's retry is the completion signal; to match a browser flow to the retry, put an "
+                "opaque id of your own in the link URL and check real state on the retry",
             ),
             Rule(
                 "ABK104",
@@ -106,8 +106,8 @@ RULES: Mapping[str, Rule] = MappingProxyType(
                 "ABK106",
                 "secret-in-request-state",
                 "requestState carries something that looks like a secret",
-                "keep secrets server-side: put a step marker or an opaque handle in request_state (askback seals "
-                "its own state) and look the secret up on the retry",
+                "keep secrets server-side: put only a step marker or an opaque handle in request_state and look the "
+                "secret up on the retry (with askback, flow.ask keeps a sealed state without secrets for you)",
             ),
             Rule(
                 "ABK107",
@@ -198,10 +198,10 @@ def lint_source(
             warnings.simplefilter("ignore")
             tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
-        found = [_syntax_finding(filename, exc.lineno, exc.offset, exc.msg)]
+        found = [_unparsed(filename, exc.lineno, exc.offset, f"could not parse the file: {exc.msg}")]
         return [f for f in found if not _matches(f.code, dropped)]
     except ValueError as exc:  # source with NUL bytes
-        found = [_syntax_finding(filename, 1, 1, str(exc))]
+        found = [_unparsed(filename, 1, 1, f"could not parse the file: {exc}")]
         return [f for f in found if not _matches(f.code, dropped)]
     raw = _Checker(tree, _split_lines(source), filename).run()
     noqa = _noqa_lines(source)
@@ -217,7 +217,7 @@ def lint_source(
 
 
 def lint_paths(
-    paths: Iterable[str | os.PathLike[str]],
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
     select: AbstractSet[str] | None = None,
     ignore: AbstractSet[str] | None = None,
 ) -> list[Finding]:
@@ -226,6 +226,8 @@ def lint_paths(
     path that does not exist (before linting anything) and `ValueError` for an unknown code."""
     _normalise(select)
     _normalise(ignore)
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]  # one path, not the characters of one path
     roots = [Path(p) for p in paths]
     for root in roots:
         if not root.exists():
@@ -337,13 +339,12 @@ def _lint_file(file: Path, select: AbstractSet[str] | None, ignore: AbstractSet[
             source = fh.read()
     except (SyntaxError, UnicodeDecodeError, OSError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        found = [_syntax_finding(str(file), 1, 1, f"could not read the file: {reason}")]
+        found = [_unparsed(str(file), 1, 1, f"could not read the file: {reason}")]
         return [f for f in found if not _matches(f.code, _normalise(ignore))]
     return lint_source(source, str(file), select=select, ignore=ignore)
 
 
-def _syntax_finding(path: str, line: int | None, col: int | None, reason: str) -> Finding:
-    message = reason if reason.startswith("could not read") else f"could not parse the file: {reason}"
+def _unparsed(path: str, line: int | None, col: int | None, message: str) -> Finding:
     return Finding(path, line or 1, max(col or 1, 1), _SYNTAX, message, RULES[_SYNTAX].hint)
 
 

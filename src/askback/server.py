@@ -439,14 +439,14 @@ class _Round:
                 params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
                 if params.get("mode") == "url":
                     # 2025-11-25 URL mode needs an elicitationId; the flow's own id keeps it unique per question.
-                    responses[key] = await session.elicit_url(
+                    responses[key] = await session.elicit_url(  # noqa: ABK101 - the 2025-11-25 bridge itself
                         message=params["message"],
                         url=params["url"],
-                        elicitation_id=f"{state.flow_id}.{key}.{state.round}",
+                        elicitation_id=f"{state.flow_id}.{key}.{state.round}",  # noqa: ABK103
                         related_request_id=self.ctx.request_id,
                     )
                 else:
-                    responses[key] = await session.elicit_form(
+                    responses[key] = await session.elicit_form(  # noqa: ABK101 - the 2025-11-25 bridge itself
                         message=params["message"],
                         requested_schema=params["requestedSchema"],
                         related_request_id=self.ctx.request_id,
