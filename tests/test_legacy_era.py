@@ -143,3 +143,18 @@ async def test_the_demo_serves_both_eras_over_http_with_unchanged_tools(demo_url
     assert {"service": f"svc-{mode}", "environment": "production", "by": "lena"} in listing.structured_content[  # type: ignore[index]
         "deployments"
     ]
+
+
+async def test_a_legacy_answer_after_the_deadline_is_told_it_took_too_long(app: Askback, clock: FrozenClock) -> None:
+    CONNECTED.add("ada")
+
+    def slow_yes() -> ElicitResult:
+        clock.advance(app.settings.flow_deadline + 1)  # the person answers after the deadline
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    async with Client(app.mcp, mode="legacy", elicitation_callback=recording({"form": slow_yes})) as client:
+        result = await client.call_tool("book", {"slot": "fri-13"})
+    assert result.content[0].text.startswith("Expired")  # type: ignore[union-attr]
+    assert BOOKED == []
+    events = await (await app.store()).audit(AuditFilter(tool="book"))
+    assert events[0].at < events[-1].at  # each event carries the time it happened

@@ -91,7 +91,7 @@ def _describe_required(required: dict[str, Any]) -> str:
     modes = sorted((required.get("elicitation") or {}).keys())
     what = " and ".join(f"{m} elicitation" for m in modes) or "elicitation"
     return (
-        f"Server requires the {what} capability for this request: declare "
-        f"io.modelcontextprotocol/clientCapabilities = {required} in the request's _meta, "
+        f"Server requires the {what} capability for this request: declare {required} (2026-07-28: in the "
+        "request's _meta io.modelcontextprotocol/clientCapabilities; 2025-11-25: at initialize), "
         "or call a tool that does not need to ask the user."
     )

@@ -402,12 +402,7 @@ class _Round:
                 self.event("completed", round=state.round, outcome="replayed")
                 return CallToolResult.model_validate(recorded)
             if self.now > state.started + app.settings.flow_deadline:
-                minutes = app.settings.flow_deadline / 60
-                text = (
-                    f"Expired: this request waited more than {minutes:g} minutes for an answer, so nothing was done. "
-                    "Call the tool again to start over."
-                )
-                return await self.complete(state.flow_id, app._end(self.tool, text), "expired", state.round)
+                return await self.expire(state)
 
         if not _modern(self.ctx.protocol_version):
             return await self._run_pushing(fn, arguments, flow_param, ctx_param)
@@ -435,7 +430,8 @@ class _Round:
             assert state is not None
             self.state = state
             responses = {}
-            for key, request in (outcome.input_requests or {}).items():
+            requests = outcome.input_requests or {}
+            for key, request in requests.items():
                 params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
                 if params.get("mode") == "url":
                     # 2025-11-25 URL mode needs an elicitationId; the flow's own id keeps it unique per question.
@@ -451,6 +447,10 @@ class _Round:
                         requested_schema=params["requestedSchema"],
                         related_request_id=self.ctx.request_id,
                     )
+            # The answers came in now: the next run's events carry this time, and the deadline applies here too.
+            self.now = self.app.clock.now()
+            if self.now > state.started + self.app.settings.flow_deadline:
+                return await self.expire(state)
 
     async def _attempt(
         self,
@@ -520,6 +520,14 @@ class _Round:
                 self.event("completed", round=0, outcome="completed")
             return result
         return await self.complete(flow.flow_id, result, "completed", flow.round)
+
+    async def expire(self, state: FlowState) -> CallToolResult:
+        minutes = self.app.settings.flow_deadline / 60
+        text = (
+            f"Expired: this request waited more than {minutes:g} minutes for an answer, so nothing was done. "
+            "Call the tool again to start over."
+        )
+        return await self.complete(state.flow_id, self.app._end(self.tool, text), "expired", state.round)
 
     async def run_effect(self, flow_id: str, name: str, effect: Callable[[], Awaitable[Any]]) -> Any:
         assert self._store is not None
