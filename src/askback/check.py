@@ -43,6 +43,7 @@ __all__ = [
     "Report",
     "Request",
     "Response",
+    "describe",
     "evaluate",
     "invalid_content",
     "probe",
@@ -78,6 +79,13 @@ _CLIP = 240
 _MAX_BODY = 1_000_000
 _MAX_TOOL_PAGES = 10
 _NOT_AN_OPTION = "askback-check: not one of the options"
+_FORMAT_EXAMPLES = {
+    "email": "probe@example.com",
+    "uri": "https://example.com/",
+    "date": "2026-07-28",
+    "date-time": "2026-07-28T00:00:00Z",
+}
+_NOT_ASKED_AGAIN = "a fresh round one did not ask this time (see its answer)"
 # Error codes 2026-07-28 defines in the reserved band -32020..-32099 (R4); anything else there is undefined.
 _DEFINED_BAND_CODES = frozenset({-32020, -32021, -32022})
 _LEGACY_CODES = frozenset({-32042, -32002})
@@ -166,11 +174,14 @@ class Exchange:
 
 @dataclass(frozen=True)
 class Branch:
-    """A fresh round one and the retry that answers it (absent when round one did not ask)."""
+    """A fresh round one and the retry that answers it. Without a retry, `why_not` says why none was sent; with
+    one, `key` and `sent` say which question was answered with what (for the invalid answer)."""
 
     round_one: Exchange
     retry: Exchange | None = None
-    note: str = ""
+    why_not: str = ""
+    key: str = ""
+    sent: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,7 +200,6 @@ class Recorded:
     declined: Branch | None = None
     cancelled: Branch | None = None
     invalid: Branch | None = None
-    invalid_sent: str = ""
     mismatched_version: tuple[Exchange, ...] = ()
 
     def exchanges(self) -> Iterator[Exchange]:
@@ -283,7 +293,9 @@ class _Requests:
         if schema is not None and find_invalid_x_mcp_header(schema) is None:
             self.param_headers = mcp_param_headers(x_mcp_header_map(schema), self.arguments)
 
-    def _envelope(self, method: str, params: dict[str, Any], capabilities: Mapping[str, Any], version: str) -> Any:
+    def _envelope(
+        self, method: str, params: dict[str, Any], capabilities: Mapping[str, Any], version: str
+    ) -> tuple[dict[str, Any], dict[str, str]]:
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
             "io.modelcontextprotocol/clientCapabilities": dict(capabilities),
@@ -346,7 +358,7 @@ def probe(tool: str, arguments: Mapping[str, Any]) -> Generator[Request, Respons
         request = build.list_tools(cursor)
         response = yield request
         if not listing:
-            _refuse_unusable(response, "tools/list")
+            _refuse_unusable(response, "tools/list", first_contact=True)
         listing.append(Exchange(request, response))
         if response.result is None:
             listed = False
@@ -369,7 +381,7 @@ def probe(tool: str, arguments: Mapping[str, Any]) -> Generator[Request, Respons
 
     request = build.call(BOTH_MODES)
     round_one = Exchange(request, (yield request))
-    _refuse_unusable(round_one.response, "tools/call")
+    _refuse_unusable(round_one.response, "tools/call", first_contact=False)
     recorded = Recorded(tool, dict(arguments), schema, tuple(listing), round_one)
 
     if round_one.response.elicitations():
@@ -391,7 +403,7 @@ def probe(tool: str, arguments: Mapping[str, Any]) -> Generator[Request, Respons
 
         declined = yield from _answer_all(build, "decline")
         cancelled = yield from _answer_all(build, "cancel")
-        invalid, sent = yield from _answer_invalid(build)
+        invalid = yield from _answer_invalid(build)
         recorded = replace(
             recorded,
             form_only=form_only,
@@ -401,7 +413,6 @@ def probe(tool: str, arguments: Mapping[str, Any]) -> Generator[Request, Respons
             declined=declined,
             cancelled=cancelled,
             invalid=invalid,
-            invalid_sent=sent,
         )
 
     mismatched: list[Exchange] = []
@@ -416,13 +427,13 @@ def _answer_all(build: _Requests, action: Literal["decline", "cancel"]) -> Gener
     first = Exchange(request, (yield request))
     asked = first.response.elicitations()
     if not asked:
-        return Branch(first, note="a fresh round one asked nothing this time")
+        return Branch(first, why_not=_NOT_ASKED_AGAIN)
     answers = {key: {"action": action} for key in asked}
     request = build.call(BOTH_MODES, responses=answers, state=first.response.request_state)
     return Branch(first, Exchange(request, (yield request)))
 
 
-def _answer_invalid(build: _Requests) -> Generator[Request, Response, tuple[Branch, str]]:
+def _answer_invalid(build: _Requests) -> Generator[Request, Response, Branch]:
     request = build.call(BOTH_MODES)
     first = Exchange(request, (yield request))
     for key, (mode, params) in first.response.elicitations().items():
@@ -430,24 +441,29 @@ def _answer_invalid(build: _Requests) -> Generator[Request, Response, tuple[Bran
             continue
         made = invalid_content(params.get("requestedSchema"))
         if made is None:
-            return Branch(first, note=f"the form question {key!r} has no property to answer wrongly"), ""
+            return Branch(first, why_not=f"the form question {key} has no property of a type to get wrong")
         content, what = made
         # Only this key is answered: the others, left out, must be asked again too, never taken as answered.
         answers = {key: {"action": "accept", "content": content}}
         request = build.call(BOTH_MODES, responses=answers, state=first.response.request_state)
-        return Branch(first, Exchange(request, (yield request)), note=key), what
+        return Branch(first, Exchange(request, (yield request)), key=key, sent=what)
     if first.response.elicitations():
-        return Branch(first, note="round one asked no form-mode question, only URL mode"), ""
-    return Branch(first, note="a fresh round one asked nothing this time"), ""
+        return Branch(first, why_not="round one asks in URL mode only: there is no form answer to get wrong")
+    return Branch(first, why_not=_NOT_ASKED_AGAIN)
 
 
-def _refuse_unusable(response: Response, method: str) -> None:
-    """Stop before judging anything when the server cannot be probed at all (exit status 2, not a failed check)."""
-    if response.problem is not None:
-        raise ProbeError(f"no usable answer to {method}: {response.problem}. Is the server running, and the URL right?")
+def _refuse_unusable(response: Response, method: str, *, first_contact: bool) -> None:
+    """Stop before judging anything when the server cannot be probed at all (exit status 2, not a failed check).
+
+    After a first contact that worked, only a refused token stops the probe: a timeout or a broken answer to the
+    call itself is the server's to answer for, in the checks."""
     if response.status in (401, 403):
         hint = "pass a bearer token with --token" if response.status == 401 else "this token may not call it"
         raise ProbeError(f"the server refused {method} with HTTP {response.status}: {hint}")
+    if not first_contact:
+        return
+    if response.problem is not None:
+        raise ProbeError(f"no usable answer to {method}: {response.problem}. Is the server running, and the URL right?")
     if response.error_code == -32022:
         data = (response.error or {}).get("data")
         supported = data.get("supported") if isinstance(data, Mapping) else None
@@ -497,8 +513,7 @@ def invalid_content(schema: Any) -> tuple[dict[str, Any], str] | None:
         wrong, what = "not a boolean", "a string where boolean is asked"
     else:
         return None
-    content = {other: _plausible(other_prop) for other, other_prop in rest}
-    content = {name: wrong, **content}
+    content = {name: wrong, **{other: _plausible(other_prop) for other, other_prop in rest}}
     return content, f"{what} ({name}={json.dumps(wrong)})"
 
 
@@ -518,11 +533,9 @@ def _plausible(prop: Mapping[str, Any]) -> Any:
         return low if isinstance(low, int | float) else 0
     if kind == "array":
         return []
-    formats = {"email": "probe@example.com", "uri": "https://example.com/", "date": "2026-07-28"}
-    formats["date-time"] = "2026-07-28T00:00:00Z"
     fmt = prop.get("format")
-    if isinstance(fmt, str) and fmt in formats:
-        return formats[fmt]
+    if isinstance(fmt, str) and fmt in _FORMAT_EXAMPLES:
+        return _FORMAT_EXAMPLES[fmt]
     low_length = prop.get("minLength")
     return "x" * max(1, low_length if isinstance(low_length, int) else 1)
 
@@ -537,8 +550,8 @@ def evaluate(recorded: Recorded) -> tuple[Check, ...]:
         _declared_modes_only(recorded),
         _missing_capability(recorded),
         _tampered_state(recorded),
-        _completes(recorded.declined, "decline-completes", "decline"),
-        _completes(recorded.cancelled, "cancel-completes", "cancel"),
+        _completes(recorded, recorded.declined, "decline-completes", "decline"),
+        _completes(recorded, recorded.cancelled, "cancel-completes", "cancel"),
         _no_legacy_fields(recorded),
         _invalid_answer_reasked(recorded),
         _protocol_version_header(recorded),
@@ -611,13 +624,17 @@ def _declared_modes_only(recorded: Recorded) -> Check:
                 failures.append(f"{declared}: asked {', '.join(wrong)} in {forbidden} mode, which was not declared")
             else:
                 shown = ", ".join(f"{k} ({mode})" for k, (mode, _) in asked.items())
-                notes.append(
-                    f"{declared}: " + (f"asked {shown}" if shown else f"{response.result_type}, nothing asked")
-                )
+                notes.append(f"{declared}: " + (f"asked {shown}" if shown else f"{_outcome(response)}, nothing asked"))
     evidence = _evidence(recorded.form_only, recorded.url_only)
     if failures:
         return Check(name, "fail", rules, "; ".join(failures + notes), evidence)
     return Check(name, "pass", rules, "; ".join(notes), evidence)
+
+
+def _outcome(response: Response) -> str:
+    if response.result_type == "complete" and (response.result or {}).get("isError") is True:
+        return "complete with a tool error"
+    return str(response.result_type)
 
 
 def _argument_names(recorded: Recorded) -> list[str]:
@@ -648,7 +665,7 @@ def _missing_capability(recorded: Recorded) -> Check:
     if response.error is not None:
         return Check(name, "fail", rules, f"error {response.error_code}, where R15 wants -32021", evidence)
     if response.input_requests:
-        asked = ", ".join(f"{k} ({r.get('method')})" for k, r in response.input_requests.items())
+        asked = _asked(response)
         return Check(name, "fail", rules, f"asked {asked} of a request that declared no capabilities", evidence)
     result = response.result or {}
     if result.get("isError") is True:
@@ -682,12 +699,12 @@ def _tampered_state(recorded: Recorded) -> Check:
     return Check(name, "fail", rules, "a tampered state was accepted: the call completed", evidence)
 
 
-def _completes(branch: Branch | None, name: str, action: str) -> Check:
+def _completes(recorded: Recorded, branch: Branch | None, name: str, action: str) -> Check:
     rules = ("R20",)
-    if branch is None:
-        return _skip(name, rules, "round one asked no question to answer")
+    if (reason := _no_questions(recorded)) is not None or branch is None:
+        return _skip(name, rules, reason or "not probed")
     if branch.retry is None:
-        return _skip(name, rules, branch.note, branch.round_one)
+        return _skip(name, rules, branch.why_not, branch.round_one)
     response = branch.retry.response
     evidence = _evidence(branch.round_one, branch.retry)
     if response.problem is not None:
@@ -761,11 +778,11 @@ def _invalid_answer_reasked(recorded: Recorded) -> Check:
     if branch is None:
         return _skip(name, rules, "not probed")
     if branch.retry is None:
-        return _skip(name, rules, branch.note, branch.round_one)
-    key = branch.note
+        return _skip(name, rules, branch.why_not, branch.round_one)
+    key = branch.key
     response = branch.retry.response
     evidence = _evidence(branch.round_one, branch.retry)
-    sent = f"sent {recorded.invalid_sent} for {key}"
+    sent = f"sent {branch.sent} for {key}"
     if response.problem is not None:
         return Check(name, "fail", rules, f"{sent}; no usable response: {response.problem}", evidence)
     if response.error is not None:
@@ -825,13 +842,9 @@ def describe(response: Response) -> str:
         if error.get("data") is not None:
             parts.append(f"data {_compact(error.get('data'))}")
     elif (result := response.result) is not None:
-        parts.append(f"resultType {response.result_type}")
+        parts.append(f"resultType {response.result_type}" if "resultType" in result else "a result without resultType")
         if response.input_requests:
-            asked = []
-            for key, request in response.input_requests.items():
-                mode = response.elicitations().get(key, (None, {}))[0]
-                asked.append(f"{key} ({mode})" if mode else f"{key} ({request.get('method')})")
-            parts.append("inputRequests " + ", ".join(asked))
+            parts.append(f"inputRequests {_asked(response)}")
         if response.request_state is not None:
             parts.append(f"requestState ({len(response.request_state)} chars)")
         if "isError" in result:
@@ -841,6 +854,14 @@ def describe(response: Response) -> str:
     else:
         parts.append(f"message {_compact(response.message)}")
     return ", ".join(parts)
+
+
+def _asked(response: Response) -> str:
+    """`key (mode)` for each elicitation of an input_required result, `key (method)` for other input requests."""
+    modes = response.elicitations()
+    return ", ".join(
+        f"{k} ({modes[k][0] if k in modes else r.get('method')})" for k, r in response.input_requests.items()
+    )
 
 
 def _text_of(result: Mapping[str, Any]) -> str:
