@@ -148,3 +148,22 @@ async def test_a_bad_bearer_token_is_401(url: str) -> None:
     async with httpx.AsyncClient() as http:
         response = await http.post(url, json={}, headers={"Authorization": "Bearer not-a-demo-token"})
     assert response.status_code == 401
+
+
+async def test_a_legacy_header_on_a_modern_request_is_32020_with_http_400(url: str) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/list",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    headers = {"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/list", "Accept": "application/json"}
+    async with httpx.AsyncClient() as http:
+        response = await http.post(url, json=body, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32020 and response.json()["id"] == 7

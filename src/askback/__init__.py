@@ -10,6 +10,7 @@ from askback.errors import (
     DefinitionError,
     EffectInProgressError,
     MissingCapabilityError,
+    ProbeError,
     StoreUnavailableError,
 )
 from askback.flow import Accepted, Cancelled, Declined, Flow, Outcome
@@ -35,6 +36,7 @@ __all__ = [
     "Link",
     "MissingCapabilityError",
     "Outcome",
+    "ProbeError",
     "Question",
     "Settings",
     "StoreUnavailableError",

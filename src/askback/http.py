@@ -11,6 +11,7 @@ way round.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -19,8 +20,11 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
@@ -103,6 +107,72 @@ class _InstanceHeader:
         await self.app(scope, receive, send_with_header)
 
 
+class _EraGuard:
+    """R3: a request whose `MCP-Protocol-Version` header names a 2025-11-25-era version while its `_meta` names a
+    2026-07-28 one is refused with -32020 (HTTP 400). The SDK routes by the header alone, so such a request would
+    otherwise reach the legacy session path. Only requests with a legacy header are read here."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        header = Headers(scope=scope).get("mcp-protocol-version")
+        if header is None or header not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = bool(message.get("more_body"))
+        declared = _meta_version(body)
+        if declared is not None and declared != header:
+            reply = {
+                "jsonrpc": "2.0",
+                "id": _request_id(body),
+                "error": {
+                    "code": HEADER_MISMATCH,
+                    "message": f"MCP-Protocol-Version header {header!r} does not match _meta protocolVersion "
+                    f"{declared!r}",
+                },
+            }
+            await JSONResponse(reply, status_code=400)(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _parsed(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _meta_version(body: bytes) -> str | None:
+    params = _parsed(body).get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def _request_id(body: bytes) -> Any:
+    return _parsed(body).get("id")
+
+
 def build_app(
     server: Askback,
     *,
@@ -151,7 +221,7 @@ def build_app(
             yield
         await server.aclose()
 
-    middleware: list[Middleware] = [Middleware(_InstanceHeader)]
+    middleware: list[Middleware] = [Middleware(_InstanceHeader), Middleware(_EraGuard)]
     if verifier is not None:
         middleware += [
             Middleware(
