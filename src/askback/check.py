@@ -88,7 +88,7 @@ _FORMAT_EXAMPLES = {
 _NOT_ASKED_AGAIN = "a fresh round one did not ask this time (see its answer)"
 # Error codes 2026-07-28 defines in the reserved band -32020..-32099 (R4); anything else there is undefined.
 _DEFINED_BAND_CODES = frozenset({-32020, -32021, -32022})
-_LEGACY_CODES = frozenset({-32042, -32002})
+_LEGACY_CODES = frozenset({-32042, -32002})  # noqa: ABK104 - the probe looks for it
 
 
 # Wire records
@@ -724,7 +724,7 @@ def _completes(recorded: Recorded, branch: Branch | None, name: str, action: str
 def _legacy_findings(value: Any, path: str) -> Iterator[str]:
     if isinstance(value, Mapping):
         for key, inner in value.items():
-            if key == "elicitationId":
+            if key == "elicitationId":  # noqa: ABK103 - the probe looks for it
                 yield f"{path}.elicitationId"
             yield from _legacy_findings(inner, f"{path}.{key}")
     elif isinstance(value, list):
@@ -744,8 +744,8 @@ def _message_findings(message: Mapping[str, Any]) -> Iterator[str]:
     method = message.get("method")
     if method == "elicitation/create":
         yield "an elicitation/create request pushed on the stream"
-    elif method == "notifications/elicitation/complete":
-        yield "a notifications/elicitation/complete notification"
+    elif method == "notifications/elicitation/complete":  # noqa: ABK102 - the probe looks for it
+        yield "a notifications/elicitation/complete notification"  # noqa: ABK102 - the probe looks for it
 
 
 def _no_legacy_fields(recorded: Recorded) -> Check:
