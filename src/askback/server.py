@@ -22,7 +22,7 @@ import secrets
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import anyio
@@ -222,7 +222,7 @@ class Askback:
 
         async def run_tool(**kwargs: Any) -> Any:
             ctx: Context[Any, Any] = kwargs.pop(_CTX)
-            return await self._call(tool_name, fn, kwargs, ctx, flow_param, ctx_param)
+            return await self._call(_Handler(tool_name, fn, flow_param, ctx_param), kwargs, ctx)
 
         run_tool.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
         run_tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
@@ -259,17 +259,11 @@ class Askback:
     # -- one call --
 
     async def _call(
-        self,
-        tool: str,
-        fn: Callable[..., Awaitable[Any]],
-        arguments: dict[str, Any],
-        ctx: Context[Any, Any],
-        flow_param: str | None,
-        ctx_param: str | None,
+        self, handler: _Handler, arguments: dict[str, Any], ctx: Context[Any, Any]
     ) -> CallToolResult | InputRequiredResult:
-        round_ = _Round(self, tool, ctx)
+        round_ = _Round(self, handler, arguments, ctx)
         try:
-            result = await round_.run(fn, arguments, flow_param, ctx_param)
+            result = await round_.run()
         except AskbackError as exc:
             await round_.flush()
             raise exc.to_mcp_error() from exc
@@ -351,13 +345,25 @@ def _modern(version: str | None) -> bool:
     return version is None or is_version_at_least(version, "2026-07-28")
 
 
+@dataclass(frozen=True)
+class _Handler:
+    """A registered tool function, and which of its parameters receive the flow and the SDK context."""
+
+    tool: str
+    fn: Callable[..., Awaitable[Any]]
+    flow_param: str | None
+    ctx_param: str | None
+
+
 class _Round:
     """One `tools/call` of an askback tool: runs the handler through a `Flow`, and writes everything the round did
     (effect outcomes, the flow's result, audit events) in one transaction at the end."""
 
-    def __init__(self, app: Askback, tool: str, ctx: Context[Any, Any]) -> None:
+    def __init__(self, app: Askback, handler: _Handler, arguments: dict[str, Any], ctx: Context[Any, Any]) -> None:
         self.app = app
-        self.tool = tool
+        self.handler = handler
+        self.tool = handler.tool
+        self.arguments = arguments
         self.ctx = ctx
         self.now = app.clock.now()
         self.principal = current_principal()
@@ -382,13 +388,7 @@ class _Round:
             )
         )
 
-    async def run(
-        self,
-        fn: Callable[..., Awaitable[Any]],
-        arguments: dict[str, Any],
-        flow_param: str | None,
-        ctx_param: str | None,
-    ) -> CallToolResult | InputRequiredResult:
+    async def run(self) -> CallToolResult | InputRequiredResult:
         app, state = self.app, self.state
         store = self._store = await app.store()
         if self.plaintext is not None and state is None:
@@ -405,16 +405,10 @@ class _Round:
                 return await self.expire(state)
 
         if not _modern(self.ctx.protocol_version):
-            return await self._run_pushing(fn, arguments, flow_param, ctx_param)
-        return await self._attempt(fn, arguments, flow_param, ctx_param, state, self.ctx.input_responses)
+            return await self._run_pushing()
+        return await self._attempt(state, self.ctx.input_responses)
 
-    async def _run_pushing(
-        self,
-        fn: Callable[..., Awaitable[Any]],
-        arguments: dict[str, Any],
-        flow_param: str | None,
-        ctx_param: str | None,
-    ) -> CallToolResult | InputRequiredResult:
+    async def _run_pushing(self) -> CallToolResult | InputRequiredResult:
         """A 2025-11-25 session: the same handler, the same rounds, but each round's questions are pushed to the
         client as `elicitation/create` requests on the open session and the handler reruns here, in this process,
         with the answers. The flow state never leaves the server."""
@@ -422,7 +416,7 @@ class _Round:
         responses: dict[str, Any] | None = None
         session = self.ctx.request_context.session
         while True:
-            outcome = await self._attempt(fn, arguments, flow_param, ctx_param, state, responses)
+            outcome = await self._attempt(state, responses)
             if not isinstance(outcome, InputRequiredResult):
                 return outcome
             plaintext = outcome.request_state
@@ -453,33 +447,27 @@ class _Round:
                 return await self.expire(state)
 
     async def _attempt(
-        self,
-        fn: Callable[..., Awaitable[Any]],
-        arguments: dict[str, Any],
-        flow_param: str | None,
-        ctx_param: str | None,
-        state: FlowState | None,
-        responses: Mapping[str, Any] | None,
+        self, state: FlowState | None, responses: Mapping[str, Any] | None
     ) -> CallToolResult | InputRequiredResult:
         """One run of the handler, from the top."""
         app = self.app
         flow = Flow(
             tool=self.tool,
-            arguments=arguments,
+            arguments=self.arguments,
             capabilities=self.ctx.client_capabilities,
             state=state,
             responses=responses,
             now=self.now,
             run_effect=self.run_effect,
         )
-        kwargs = dict(arguments)
-        if flow_param is not None:
-            kwargs[flow_param] = flow
-        if ctx_param is not None:
-            kwargs[ctx_param] = self.ctx
+        kwargs = dict(self.arguments)
+        if self.handler.flow_param is not None:
+            kwargs[self.handler.flow_param] = flow
+        if self.handler.ctx_param is not None:
+            kwargs[self.handler.ctx_param] = self.ctx
         try:
             try:
-                value = await fn(**kwargs)
+                value = await self.handler.fn(**kwargs)
             except (DBAPIError, SATimeoutError, OSError) as exc:
                 down = unavailable_error(exc, doing=f"run the tool {self.tool!r}")
                 if down is None:
