@@ -190,6 +190,8 @@ class Instance:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+        if self.log.name == "serve.log":
+            shutil.rmtree(self.log.parent, ignore_errors=True)
 
 
 NGINX_CONF = """\
@@ -210,6 +212,8 @@ http {{
     upstream askback {{
 {servers}
         keepalive 32;
+        # Below uvicorn's 5 s idle timeout, so nginx never reuses a connection the instance is closing.
+        keepalive_timeout 4s;
     }}
     server {{
         listen 127.0.0.1:{port};

@@ -123,6 +123,7 @@ _ACCEPTED_URLS = (
 # before giving up with StoreUnavailableError.
 _SQLITE_BUSY_TIMEOUT_MS = 10_000
 _PG_CONNECT_TIMEOUT = 10
+_PG_POOL_SIZE = 16
 # Execution option asking the SQLite BEGIN hook for a write lock up front (see _on_sqlite_begin).
 _BEGIN_IMMEDIATE = "askback_begin_immediate"
 # Any fixed number, the same in every askback process: the PostgreSQL advisory lock that migrators queue on.
@@ -690,7 +691,15 @@ def _create_engine(url: URL) -> AsyncEngine:
     if url.get_backend_name() != "sqlite":
         # Instances outlive database restarts and failovers; test each pooled connection before use.
         # A connect timeout, so that a database host that drops packets fails a call in seconds, not a minute.
-        return create_async_engine(url, pool_pre_ping=True, connect_args={"timeout": _PG_CONNECT_TIMEOUT})
+        # A pool larger than SQLAlchemy's default 5: a busy instance would otherwise open and close a connection
+        # (a PostgreSQL backend and a login) for every request above five at a time.
+        return create_async_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=_PG_POOL_SIZE,
+            max_overflow=_PG_POOL_SIZE,
+            connect_args={"timeout": _PG_CONNECT_TIMEOUT},
+        )
     engine = create_async_engine(url)
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
