@@ -25,6 +25,21 @@ import httpx
 from askback.demo_run import free_port
 
 
+def run_askback(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """Run the `askback` command as a user would, without this process's ASKBACK_* settings."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
+    return subprocess.run(
+        [sys.executable, "-m", "askback", *args],
+        cwd=cwd,
+        env={**clean, "COLUMNS": "200", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def wait_until(check: Callable[[], bool], *, timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not check():

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from askback.cli import app
+from infra import run_askback
 
 runner = CliRunner()
 
@@ -19,15 +20,7 @@ runner = CliRunner()
 def askback(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
-    return subprocess.run(
-        [sys.executable, "-m", "askback", *args],
-        cwd=cwd,
-        env={**clean, "COLUMNS": "200", **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_askback(*args, cwd=cwd, env=env, timeout=timeout)
 
 
 def test_keys_new_prints_a_fresh_key_long_enough_to_seal() -> None:

@@ -10,7 +10,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from askback.rounds import Round, call_round
 from askback.store import AuditFilter, Store
-from infra import Instance, Nginx, Postgres, postgres
+from infra import Instance, Nginx, Postgres, postgres, run_askback
 
 pytestmark = [
     pytest.mark.anyio,
@@ -42,10 +41,7 @@ class Cluster:
 
 
 def askback_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
-    return subprocess.run(
-        [sys.executable, "-m", "askback", *args], env={**clean, **env}, capture_output=True, text=True, timeout=120
-    )
+    return run_askback(*args, env=env, timeout=120)
 
 
 @pytest.fixture(scope="module")
