@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from mcp.server.request_state import AESGCMRequestStateCodec
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
@@ -137,3 +138,58 @@ async def listing(url: str) -> dict[str, Any]:
         assert isinstance(rnd.result, CallToolResult) and isinstance(rnd.result.structured_content, dict), rnd
         data.update(rnd.result.structured_content)
     return data
+
+
+@dataclass(frozen=True)
+class RawReply:
+    """One `tools/call` sent as raw JSON-RPC over HTTP: the status, the serving instance and the body's bytes."""
+
+    status: int
+    instance: str | None
+    body: bytes
+
+    def message(self) -> dict[str, Any]:
+        """The JSON-RPC message in the body (plain JSON, or the `data:` of a one-event SSE stream)."""
+        text_ = self.body.decode()
+        if not text_.lstrip().startswith("{"):
+            text_ = "".join(line[5:].strip() for line in text_.splitlines() if line.startswith("data:"))
+        message: dict[str, Any] = json.loads(text_)
+        return message
+
+
+async def post_call(
+    http: httpx.AsyncClient,
+    url: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    *,
+    token: str,
+    responses: Mapping[str, ElicitResult] | None = None,
+    request_state: str | None = None,
+) -> RawReply:
+    """A 2026-07-28 `tools/call` built by hand, always with the same JSON-RPC id, so that two copies of one round
+    must get the same bytes back."""
+    params: dict[str, Any] = {
+        "name": tool,
+        "arguments": dict(arguments),
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+        },
+    }
+    if responses is not None:
+        params["inputResponses"] = {k: v.model_dump(mode="json", exclude_none=True) for k, v in responses.items()}
+    if request_state is not None:
+        params["requestState"] = request_state
+    reply = await http.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+        headers={
+            "Authorization": f"Bearer {token}",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Accept": "application/json, text/event-stream",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+        },
+    )
+    return RawReply(reply.status_code, reply.headers.get("x-askback-instance"), reply.content)

@@ -205,7 +205,7 @@ class Instance:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.log.name == "serve.log":
+        if self.log.name == "serve.log" and not os.environ.get("ASKBACK_KEEP_LOGS"):
             shutil.rmtree(self.log.parent, ignore_errors=True)
 
 

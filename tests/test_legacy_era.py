@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
@@ -18,6 +19,7 @@ from mcp_types import ElicitResult
 from askback import Askback, Confirm, Flow, Link
 from askback.clock import FrozenClock
 from askback.demo_run import free_port, serving
+from askback.server import _PendingPushes
 from askback.store import AuditFilter
 
 pytestmark = pytest.mark.anyio
@@ -158,3 +160,79 @@ async def test_a_legacy_answer_after_the_deadline_is_told_it_took_too_long(app: 
     assert BOOKED == []
     events = await (await app.store()).audit(AuditFilter(tool="book"))
     assert events[0].at < events[-1].at  # each event carries the time it happened
+
+
+async def test_a_pushed_question_never_answered_completes_too_late_at_the_flow_deadline(
+    app: Askback, clock: FrozenClock
+) -> None:
+    CONNECTED.add("ada")
+    pushed = anyio.Event()
+    release = anyio.Event()
+
+    async def never_answers(context: Any, params: Any) -> ElicitResult:
+        pushed.set()
+        await release.wait()  # the person never answers (released only so the test can close the client)
+        return ElicitResult(action="cancel")
+
+    results: list[Any] = []
+    async with Client(app.mcp, mode="legacy", elicitation_callback=never_answers) as client:
+
+        async def call() -> None:
+            results.append(await client.call_tool("book", {"slot": "sat-14"}))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await pushed.wait()
+                assert app._pushes.total == 1
+                clock.advance(app.settings.flow_deadline + 1)
+        release.set()
+    assert results[0].content[0].text.startswith("Expired")
+    assert BOOKED == []
+    assert app._pushes.total == 0 and app._pushes.by_session == {}
+    trail = await (await app.store()).audit(AuditFilter(tool="book"))
+    assert [(e.event, e.outcome) for e in trail] == [("asked", None), ("completed", "expired")]
+
+
+async def test_a_pushed_question_beyond_the_process_cap_completes_without_asking(
+    make_settings: Callable[..., Any], clock: FrozenClock
+) -> None:
+    CONNECTED.add("ada")
+    BOOKED.clear()
+    app = build(make_settings(max_pending_pushes=1), clock)
+    pushed = anyio.Event()
+    release = anyio.Event()
+
+    async def holds(context: Any, params: Any) -> ElicitResult:
+        pushed.set()
+        await release.wait()
+        return ElicitResult(action="decline")
+
+    texts: list[str] = []
+
+    async def call(slot: str) -> None:
+        async with Client(app.mcp, mode="legacy", elicitation_callback=holds) as client:
+            texts.append((await client.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
+
+    async with app.running():
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "a")
+                await pushed.wait()
+                await call("b")  # another session, while the process already holds its one pending question
+                assert texts == [texts[0]] and texts[0].startswith("Not asked: too many questions")
+                release.set()
+        trail = await (await app.store()).audit(AuditFilter(tool="book", event="completed"))
+    assert sorted(t.split(":")[0] for t in texts) == ["Cancelled", "Not asked"]
+    assert sorted(e.outcome or "" for e in trail) == ["declined", "too_many_pending"]
+    assert BOOKED == [] and app._pushes.total == 0
+
+
+def test_the_pending_push_caps_count_per_session_and_per_process() -> None:
+    pushes = _PendingPushes(total=3, per_session=2)
+    one, two = object(), object()
+    with pushes.slot(one) as a, pushes.slot(one) as b, pushes.slot(one) as c:
+        assert (a, b, c) == (True, True, False)
+        with pushes.slot(two) as d, pushes.slot(two) as e:
+            assert (d, e) == (True, False)  # the process holds 3: the cap, whatever the session
+    assert pushes.total == 0 and pushes.by_session == {}

@@ -43,6 +43,7 @@ def test_store_exports_exactly_its_interface() -> None:
         "AuditFilter",
         "Completion",
         "EffectClaim",
+        "RoundClaim",
         "Store",
         "normalize_database_url",
         "unavailable_error",
@@ -105,7 +106,7 @@ async def test_open_creates_the_sqlite_file_and_migrates_it_to_head(tmp_path: Pa
     store = await Store.open(db_url)
     try:
         assert (tmp_path / "askback.db").exists()
-        assert await store.current_revision() == Store.head_revision() == "0001"
+        assert await store.current_revision() == Store.head_revision() == "0002"
         await store.ping()
     finally:
         await store.close()

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import anyio
+
 __all__ = ["Clock", "FrozenClock", "SystemClock"]
 
 
@@ -15,23 +17,48 @@ class Clock(Protocol):
         """Seconds since the epoch."""
         ...
 
+    async def sleep_until(self, at: float) -> None:
+        """Return once `now()` has reached `at` (at once if it has)."""
+        ...
+
 
 class SystemClock:
     def now(self) -> float:
         return time.time()
 
+    async def sleep_until(self, at: float) -> None:
+        left = at - time.time()
+        if left > 0:
+            await anyio.sleep(left)
+
 
 @dataclass
 class FrozenClock:
-    """A clock that moves only when told to (`advance`)."""
+    """A clock that moves only when told to (`advance`); whoever sleeps until a time wakes when it is reached."""
 
     at: float = field(default_factory=time.time)
+    _sleepers: list[tuple[float, anyio.Event]] = field(default_factory=list, repr=False, compare=False)
 
     def now(self) -> float:
         return self.at
 
     def advance(self, seconds: float) -> None:
         self.at += seconds
+        due = [s for s in self._sleepers if s[0] <= self.at]
+        self._sleepers = [s for s in self._sleepers if s[0] > self.at]
+        for _, woken in due:
+            woken.set()
+
+    async def sleep_until(self, at: float) -> None:
+        if self.at >= at:
+            return
+        sleeper = (at, anyio.Event())
+        self._sleepers.append(sleeper)
+        try:
+            await sleeper[1].wait()
+        finally:
+            if sleeper in self._sleepers:
+                self._sleepers.remove(sleeper)
 
 
 def new_flow_id() -> str:

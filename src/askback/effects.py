@@ -15,7 +15,7 @@ replay and the original produce the same result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -25,7 +25,9 @@ from askback.errors import DefinitionError, EffectInProgressError
 from askback.flow import as_json
 from askback.store import Store
 
-__all__ = ["run_once"]
+__all__ = ["run_once", "wait_until_settled"]
+
+_T = TypeVar("_T")
 
 
 async def run_once(
@@ -63,19 +65,31 @@ async def run_once(
             else:
                 await store.finish_effect(flow_id, name, outcome, at=clock.now())
         return outcome
-    # Another attempt holds the claim: wait for its outcome, polling with a growing interval, for a bounded time.
+    # Another attempt holds the claim: wait for its outcome, for a bounded time.
+    try:
+        seen = await wait_until_settled(
+            lambda: store.effect(flow_id, name), lambda c: c is None or c.status == "done", wait
+        )
+    except TimeoutError:
+        raise EffectInProgressError(
+            f"The effect {name!r} of this request is still running on another instance (or that instance stopped "
+            f"while running it). Nothing was done twice; retry the same request in a moment to get its outcome."
+        ) from None
+    if seen is None:
+        # The first attempt failed and released its claim: this attempt may run it.
+        return await run_once(store, flow_id, name, fn, clock=clock, wait=wait, lease=lease, finished=finished)
+    return seen.outcome
+
+
+async def wait_until_settled(read: Callable[[], Awaitable[_T]], settled: Callable[[_T], bool], wait: float) -> _T:
+    """Read until `settled(value)` and return that value, polling the store with a growing interval; raise
+    `TimeoutError` after `wait` seconds. Another process holds what is awaited, so there is nothing to wake on."""
     delay = 0.01
     with anyio.move_on_after(wait):
         while True:
             await anyio.sleep(delay)
             delay = min(delay * 2, 0.25)
-            seen = await store.effect(flow_id, name)
-            if seen is None:
-                # The first attempt failed and released its claim: this attempt may run it.
-                return await run_once(store, flow_id, name, fn, clock=clock, wait=wait, lease=lease, finished=finished)
-            if seen.status == "done":
-                return seen.outcome
-    raise EffectInProgressError(
-        f"The effect {name!r} of this request is still running on another instance (or that instance stopped "
-        f"while running it). Nothing was done twice; retry the same request in a moment to get its outcome."
-    )
+            value = await read()
+            if settled(value):
+                return value
+    raise TimeoutError

@@ -10,6 +10,8 @@ the SDK's transport picks the HTTP status from the code (400 for -32021). Each m
     ├── MissingCapabilityError      -32021: this request did not declare what the question needs (HTTP 400)
     ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
+    ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
+    ├── InvalidParamsError          -32602: the request's arguments carry what no tool may take (HTTP 400)
     └── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
                                     endpoint, refused, no such tool); the command exits with status 2
 """
@@ -19,15 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 __all__ = [
     "AskbackError",
     "ConfigurationError",
     "DefinitionError",
     "EffectInProgressError",
+    "InvalidParamsError",
     "MissingCapabilityError",
     "ProbeError",
+    "RoundInProgressError",
     "StoreUnavailableError",
 ]
 
@@ -78,6 +82,19 @@ class EffectInProgressError(AskbackError):
 
     def wire_data(self) -> dict[str, Any]:
         return {"retryable": True}
+
+
+class RoundInProgressError(AskbackError):
+    """Another copy of this round (same state, another request) is being answered and has not finished."""
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"retryable": True}
+
+
+class InvalidParamsError(AskbackError):
+    """The request's parameters cannot be taken (text that is not valid Unicode, for one)."""
+
+    code = INVALID_PARAMS
 
 
 class ProbeError(AskbackError):

@@ -24,6 +24,7 @@ from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from mcp_types import ClientCapabilities, ElicitResult
 
+from askback._text import unstorable_text
 from askback.errors import DefinitionError, MissingCapabilityError
 from askback.questions import Argument, Confirm, Default, InvalidAnswer, Link, Question, digest
 
@@ -355,6 +356,11 @@ class Flow:
             return None
         content = response.content if response.action == "accept" and question.mode == "form" else None
         try:
+            # Only the fields the form asked for are kept (below), so only those need to be storable.
+            props = params.get("requestedSchema", {}).get("properties", {})
+            problem = unstorable_text({k: v for k, v in content.items() if k in props} if content else None)
+            if problem is not None:
+                raise InvalidAnswer(problem)
             outcome = self._read(question, response.action, content, expect)
         except InvalidAnswer as exc:
             self.events.append(FlowEvent("invalid", key, question.mode, action="accept", detail=str(exc)))

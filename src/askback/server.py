@@ -21,7 +21,7 @@ import logging
 import secrets
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -33,7 +33,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
@@ -41,8 +48,14 @@ from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from askback.audit import emit, instance_id
 from askback.clock import Clock, SystemClock, new_flow_id
-from askback.effects import run_once
-from askback.errors import AskbackError, ConfigurationError, DefinitionError, MissingCapabilityError
+from askback.effects import run_once, wait_until_settled
+from askback.errors import (
+    AskbackError,
+    ConfigurationError,
+    DefinitionError,
+    MissingCapabilityError,
+    RoundInProgressError,
+)
 from askback.flow import Flow, FlowEnded, FlowEvent, FlowState, NeedInput, ToolArgumentRequired
 from askback.questions import Question
 from askback.settings import Settings, load_settings
@@ -119,6 +132,7 @@ class Askback:
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
         self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
         self._on_start: list[Callable[[Store], Awaitable[None]]] = []
+        self._pushes = _PendingPushes(self.settings.max_pending_pushes, self.settings.max_pending_pushes_per_session)
 
     @property
     def name(self) -> str:
@@ -345,6 +359,36 @@ def _modern(version: str | None) -> bool:
     return version is None or is_version_at_least(version, "2026-07-28")
 
 
+class _PendingPushes:
+    """How many 2025-11-25 questions are pushed and waiting for an answer, in this process and per session; each
+    holds a call open, so both are capped."""
+
+    def __init__(self, total: int, per_session: int) -> None:
+        self.total_cap = total
+        self.session_cap = per_session
+        self.total = 0
+        self.by_session: dict[int, int] = {}
+
+    @contextmanager
+    def slot(self, session: object) -> typing.Iterator[bool]:
+        """A place for one more pending question (`True`), or `False` when a cap is reached."""
+        key = id(session)
+        if self.total >= self.total_cap or self.by_session.get(key, 0) >= self.session_cap:
+            yield False
+            return
+        self.total += 1
+        self.by_session[key] = self.by_session.get(key, 0) + 1
+        try:
+            yield True
+        finally:
+            self.total -= 1
+            left = self.by_session[key] - 1
+            if left:
+                self.by_session[key] = left
+            else:
+                del self.by_session[key]
+
+
 @dataclass(frozen=True)
 class _Handler:
     """A registered tool function, and which of its parameters receive the flow and the SDK context."""
@@ -374,6 +418,9 @@ class _Round:
         self.effects: list[tuple[str, Any]] = []
         self.written = False
         self._store: Store | None = None
+        # The round of the flow this copy claimed (it alone runs the handler), and what it answered, if it asked.
+        self.claimed_round: int | None = None
+        self.round_outcome: dict[str, Any] | None = None
 
     def event(self, kind: str, **fields: Any) -> None:
         self.events.append(
@@ -397,10 +444,9 @@ class _Round:
                 code=INVALID_PARAMS, message="Invalid or expired requestState", data={"reason": "invalid_request_state"}
             )
         if state is not None:
-            recorded = await store.completion(state.flow_id)
-            if recorded is not None:
-                self.event("completed", round=state.round, outcome="replayed")
-                return CallToolResult.model_validate(recorded)
+            answered = await self._claim_round(store, state)
+            if answered is not None:
+                return answered
             if self.now > state.started + app.settings.flow_deadline:
                 return await self.expire(state)
 
@@ -408,10 +454,51 @@ class _Round:
             return await self._run_pushing()
         return await self._attempt(state, self.ctx.input_responses)
 
+    async def _claim_round(self, store: Store, state: FlowState) -> CallToolResult | InputRequiredResult | None:
+        """Become the one copy of this round that runs the handler (`None`), or answer what that copy answered.
+
+        A round can arrive several times (a client's retry, a double click, a load balancer's replay), at the same
+        moment on several instances. Only one copy runs the handler; the others wait for its outcome and answer it.
+        Rerunning the handler instead would rerun its reads before the input point after the effect changed what
+        they read (a deleted project is no longer found), and answer differently."""
+        settings = self.app.settings
+        claim = await store.claim_round(
+            state.flow_id, state.round, instance=self.instance, at=self.now, lease=settings.effect_lease
+        )
+        if claim.status == "running":
+            try:
+                seen = await wait_until_settled(
+                    lambda: store.round_outcome(state.flow_id, state.round),
+                    lambda c: c is None or c.status in ("done", "completed"),
+                    settings.effect_wait,
+                )
+            except TimeoutError:
+                self.event("rejected", round=state.round, outcome="round_in_progress")
+                raise RoundInProgressError(
+                    "This round of the request is still being answered by another copy of it (on this instance or "
+                    "another), or the instance answering it stopped. Nothing was done twice; send the same request "
+                    "again in a moment to get its outcome."
+                ) from None
+            if seen is None:
+                # That copy failed and released the round: this one may run it.
+                return await self._claim_round(store, state)
+            claim = seen
+        if claim.status == "won":
+            self.claimed_round = state.round
+            return None
+        if claim.status == "completed":
+            self.event("replayed", round=state.round, outcome="completed")
+            return CallToolResult.model_validate(claim.outcome)
+        self.event("replayed", round=state.round, outcome="asked")
+        return InputRequiredResult.model_validate(claim.outcome)
+
     async def _run_pushing(self) -> CallToolResult | InputRequiredResult:
         """A 2025-11-25 session: the same handler, the same rounds, but each round's questions are pushed to the
         client as `elicitation/create` requests on the open session and the handler reruns here, in this process,
-        with the answers. The flow state never leaves the server."""
+        with the answers. The flow state never leaves the server.
+
+        A pushed question holds this call (and its memory) until the client answers, so the wait ends at the flow
+        deadline like any other, and the questions waiting at once are capped per session and per process."""
         state: FlowState | None = None
         responses: dict[str, Any] | None = None
         session = self.ctx.request_context.session
@@ -424,27 +511,59 @@ class _Round:
             assert state is not None
             self.state = state
             responses = {}
-            requests = outcome.input_requests or {}
-            for key, request in requests.items():
+            for key, request in (outcome.input_requests or {}).items():
                 params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
-                if params.get("mode") == "url":
-                    # 2025-11-25 URL mode needs an elicitationId; the flow's own id keeps it unique per question.
-                    responses[key] = await session.elicit_url(  # noqa: ABK101 - the 2025-11-25 bridge itself
-                        message=params["message"],
-                        url=params["url"],
-                        elicitation_id=f"{state.flow_id}.{key}.{state.round}",  # noqa: ABK103
-                        related_request_id=self.ctx.request_id,
-                    )
-                else:
-                    responses[key] = await session.elicit_form(  # noqa: ABK101 - the 2025-11-25 bridge itself
-                        message=params["message"],
-                        requested_schema=params["requestedSchema"],
-                        related_request_id=self.ctx.request_id,
-                    )
+                with self.app._pushes.slot(session) as free:
+                    if not free:
+                        return await self._too_many_pending(state)
+                    answer = await self._push_until_deadline(session, state, key, params)
+                if answer is None:
+                    self.now = self.app.clock.now()
+                    return await self.expire(state)
+                responses[key] = answer
             # The answers came in now: the next run's events carry this time, and the deadline applies here too.
             self.now = self.app.clock.now()
             if self.now > state.started + self.app.settings.flow_deadline:
                 return await self.expire(state)
+
+    async def _push_until_deadline(
+        self, session: Any, state: FlowState, key: str, params: dict[str, Any]
+    ) -> ElicitResult | None:
+        """Push one question and wait for its answer until the flow deadline; `None` when the deadline came first
+        (the pushed request is then abandoned: its waiter and the call's memory are released)."""
+        answer: ElicitResult | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def deadline() -> None:
+                await self.app.clock.sleep_until(state.started + self.app.settings.flow_deadline)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(deadline)
+            if params.get("mode") == "url":
+                # 2025-11-25 URL mode needs an elicitationId; the flow's own id keeps it unique per question.
+                answer = await session.elicit_url(  # noqa: ABK101 - the 2025-11-25 bridge itself
+                    message=params["message"],
+                    url=params["url"],
+                    elicitation_id=f"{state.flow_id}.{key}.{state.round}",  # noqa: ABK103
+                    related_request_id=self.ctx.request_id,
+                )
+            else:
+                answer = await session.elicit_form(  # noqa: ABK101 - the 2025-11-25 bridge itself
+                    message=params["message"],
+                    requested_schema=params["requestedSchema"],
+                    related_request_id=self.ctx.request_id,
+                )
+            tg.cancel_scope.cancel()
+        return answer
+
+    async def _too_many_pending(self, state: FlowState) -> CallToolResult:
+        settings = self.app.settings
+        text = (
+            "Not asked: too many questions are already waiting for an answer (at most "
+            f"{settings.max_pending_pushes_per_session} per session and {settings.max_pending_pushes} per server "
+            "process), so nothing was done. Answer the questions already shown, then call the tool again."
+        )
+        return await self.complete(state.flow_id, self.app._end(self.tool, text), "too_many_pending", state.round)
 
     async def _attempt(
         self, state: FlowState | None, responses: Mapping[str, Any] | None
@@ -487,9 +606,9 @@ class _Round:
             nxt = flow.next_state(new_id=app._new_id())
             modes = sorted(set(flow.pending_modes.values()))
             self.event("asked", flow_id=nxt.flow_id, round=nxt.round, keys=tuple(flow.pending), mode=",".join(modes))
-            return InputRequiredResult.model_validate(
-                {"inputRequests": flow.input_requests(), "requestState": nxt.encode()}
-            )
+            asked = {"inputRequests": flow.input_requests(), "requestState": nxt.encode()}
+            self.round_outcome = asked
+            return InputRequiredResult.model_validate(asked)
         except FlowEnded as ended:
             result = app._end(self.tool, ended.text)
             if flow.flow_id is None:
@@ -544,12 +663,15 @@ class _Round:
             result=wire,
             events=self.events,
             at=self.now,
+            round_=self.claimed_round,
         )
         self.written = True
         assert completion is not None
         if not completion.first:
             self.events = [
-                replace(e, outcome="replayed") if e.event == "completed" and e.flow_id == flow_id else e
+                replace(e, event="replayed", outcome="completed")
+                if e.event == "completed" and e.flow_id == flow_id
+                else e
                 for e in self.events
             ]
             return CallToolResult.model_validate(completion.result)
@@ -558,11 +680,17 @@ class _Round:
     async def flush(self, *, strict: bool = False) -> None:
         """Write what was not written yet (a round that asked, failed or was refused), then log and trace it.
         `strict` lets a failed write raise; otherwise it is logged, as the round is failing anyway."""
-        if not self.written and (self.events or self.effects):
+        if not self.written and (self.events or self.effects or self.claimed_round is not None):
             try:
                 store = self._store or await self.app.store()
+                # A round that asked records what it asked, for its copies; one that failed gives the round up.
                 await store.finish_flow(
-                    self.state.flow_id if self.state else None, effects=self.effects, events=self.events, at=self.now
+                    self.state.flow_id if self.state else None,
+                    effects=self.effects,
+                    events=self.events,
+                    at=self.now,
+                    round_=self.claimed_round,
+                    round_outcome=self.round_outcome,
                 )
                 self.written = True
             except AskbackError:

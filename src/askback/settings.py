@@ -10,6 +10,8 @@
 | `ASKBACK_MAX_ROUNDS` | rounds of questions one call may take | `8` |
 | `ASKBACK_EFFECT_WAIT` | seconds a replay waits for a concurrent first run of an effect to finish | `10` |
 | `ASKBACK_EFFECT_LEASE` | seconds after which an effect claimed by a process that never finished it is taken over | `300` |
+| `ASKBACK_MAX_PENDING_PUSHES` | 2025-11-25 questions pushed and waiting for an answer, in one process | `1000` |
+| `ASKBACK_MAX_PENDING_PUSHES_PER_SESSION` | the same, in one 2025-11-25 session | `8` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 """
 
@@ -36,6 +38,8 @@ class Settings(BaseSettings):
     max_rounds: int = Field(default=8, ge=1, le=100)
     effect_wait: float = Field(default=10.0, gt=0)
     effect_lease: float = Field(default=300.0, gt=0)
+    max_pending_pushes: int = Field(default=1000, ge=1)
+    max_pending_pushes_per_session: int = Field(default=8, ge=1)
     demo_auth: bool = False
 
     @field_validator("state_keys")

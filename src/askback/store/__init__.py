@@ -51,8 +51,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from askback._text import storable
 from askback.errors import ConfigurationError, StoreUnavailableError
-from askback.store._models import VERSION_TABLE, AuditRow, EffectRow, FlowRow
+from askback.store._models import VERSION_TABLE, AuditRow, EffectRow, FlowRow, RoundRow
 from askback.store._sqlite import RawConnection
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "AuditFilter",
     "Completion",
     "EffectClaim",
+    "RoundClaim",
     "Store",
     "normalize_database_url",
     "unavailable_error",
@@ -67,40 +69,88 @@ __all__ = [
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _T = TypeVar("_T")
+_C = TypeVar("_C")
 
 # The statements of a round, built once with bound parameters: building a statement per call (and its cache key)
 # costs more than running it.
 _EFFECTS = cast(Table, EffectRow.__table__)
+_ROUNDS = cast(Table, RoundRow.__table__)
 _FLOWS = cast(Table, FlowRow.__table__)
 _AUDIT = cast(Table, AuditRow.__table__)
 _READ_COMPLETION = select(_FLOWS.c.result).where(_FLOWS.c.flow_id == bindparam("flow_id"))
-_READ_EFFECT = select(_EFFECTS.c.status, _EFFECTS.c.outcome, _EFFECTS.c.started_at).where(
-    _EFFECTS.c.flow_id == bindparam("flow_id"), _EFFECTS.c.name == bindparam("name")
-)
-_FINISH_EFFECT = (
-    update(_EFFECTS)
-    .where(
-        _EFFECTS.c.flow_id == bindparam("b_flow_id"),
-        _EFFECTS.c.name == bindparam("b_name"),
-        _EFFECTS.c.status == "running",
-    )
-    .values(status="done", outcome=bindparam("b_outcome"), finished_at=bindparam("b_at"))
-)
-_TAKE_OVER = (
-    update(_EFFECTS)
-    .where(
-        _EFFECTS.c.flow_id == bindparam("b_flow_id"),
-        _EFFECTS.c.name == bindparam("b_name"),
-        _EFFECTS.c.status == "running",
-        _EFFECTS.c.started_at < bindparam("b_cutoff"),
-    )
-    .values(instance=bindparam("b_instance"), started_at=bindparam("b_at"))
-)
+
+
+class _Ledger:
+    """The prebuilt statements of one claim ledger: a table whose rows are keyed by `(flow_id, <key>)` and go from
+    'running' (claimed by one attempt) to 'done' (with its outcome). Effects (`name`) and rounds (`round`) are
+    two ledgers of the same shape, so one claim, finish, release and take-over logic serves both."""
+
+    def __init__(self, table: Table, key: str) -> None:
+        self.table = table
+        self.key = key
+        c = table.c
+        mine = (c.flow_id == bindparam("b_flow_id"), c[key] == bindparam("b_key"))
+        self.read = select(c.status, c.outcome, c.started_at).where(
+            c.flow_id == bindparam("flow_id"), c[key] == bindparam("key")
+        )
+        self.finish = (
+            update(table)
+            .where(*mine, c.status == "running")
+            .values(status="done", outcome=bindparam("b_outcome"), finished_at=bindparam("b_at"))
+        )
+        self.take_over = (
+            update(table)
+            .where(*mine, c.status == "running", c.started_at < bindparam("b_cutoff"))
+            .values(instance=bindparam("b_instance"), started_at=bindparam("b_at"))
+        )
+        self.release = delete(table).where(*mine, c.status == "running")
+        self.claim = {
+            "sqlite": sqlite_insert(table).on_conflict_do_nothing(index_elements=["flow_id", key]),
+            "postgresql": pg_insert(table).on_conflict_do_nothing(index_elements=["flow_id", key]),
+        }
+
+    def try_claim(
+        self, conn: Connection, flow_id: str, key: Any, *, instance: str, at: float, lease: float | None
+    ) -> EffectClaim | None:
+        """One attempt at the claim, inside the caller's transaction; `None` when the row vanished (released)
+        between the INSERT and the read, so the caller tries again."""
+        values = {"flow_id": flow_id, self.key: key, "status": "running", "instance": instance, "started_at": at}
+        if conn.execute(self.claim[conn.dialect.name], values).rowcount == 1:
+            return EffectClaim("won")
+        found = conn.execute(self.read, {"flow_id": flow_id, "key": key}).first()
+        if found is None:
+            return None
+        if found.status == "done":
+            return EffectClaim("done", None if found.outcome is None else json.loads(found.outcome))
+        if lease is not None and found.started_at < at - lease:
+            # Atomic: once one taker has moved started_at forward, every other taker's condition fails.
+            params = {"b_flow_id": flow_id, "b_key": key, "b_cutoff": at - lease, "b_instance": instance, "b_at": at}
+            if conn.execute(self.take_over, params).rowcount == 1:
+                return EffectClaim("won")
+        return EffectClaim("running")
+
+    def look(self, conn: Connection, flow_id: str, key: Any) -> EffectClaim | None:
+        found = conn.execute(self.read, {"flow_id": flow_id, "key": key}).first()
+        if found is None:
+            return None
+        if found.status == "done":
+            return EffectClaim("done", None if found.outcome is None else json.loads(found.outcome))
+        return EffectClaim("running")
+
+
+_EFFECT_LEDGER = _Ledger(_EFFECTS, "name")
+_ROUND_LEDGER = _Ledger(_ROUNDS, "round")
+# What a round that completed its flow records as its outcome: its copies read the flow's result, which the same
+# transaction recorded, so whoever sees this sees that.
+_ROUND_COMPLETED = '{"completed":true}'
+
+
+def _round_claim(conn: Connection, flow_id: str, found: EffectClaim) -> RoundClaim:
+    if found.status == "done" and found.outcome == {"completed": True}:
+        result: str = conn.execute(_READ_COMPLETION, {"flow_id": flow_id}).scalar_one()
+        return RoundClaim("completed", json.loads(result))
+    return RoundClaim(found.status, found.outcome)
 _INSERT_AUDIT = insert(_AUDIT)
-_CLAIM = {
-    "sqlite": sqlite_insert(_EFFECTS).on_conflict_do_nothing(index_elements=["flow_id", "name"]),
-    "postgresql": pg_insert(_EFFECTS).on_conflict_do_nothing(index_elements=["flow_id", "name"]),
-}
 _RECORD_FLOW = {
     "sqlite": sqlite_insert(_FLOWS).on_conflict_do_nothing(index_elements=["flow_id"]),
     "postgresql": pg_insert(_FLOWS).on_conflict_do_nothing(index_elements=["flow_id"]),
@@ -184,6 +234,15 @@ class EffectClaim:
 
 
 @dataclass(frozen=True)
+class RoundClaim:
+    """What `claim_round` found: 'won' (run the round), 'running' (another attempt is at it), 'done' (`outcome` is
+    what that attempt answered) or 'completed' (the flow has finished; `outcome` is its result)."""
+
+    status: Literal["won", "done", "running", "completed"]
+    outcome: Any = None
+
+
+@dataclass(frozen=True)
 class Completion:
     """The recorded result of a flow, and whether the call that returned it was the one that recorded it."""
 
@@ -195,7 +254,7 @@ class Completion:
 class AuditEvent:
     """One line of the audit log. `at` comes from the caller's clock; `id` is set only when read back."""
 
-    event: Literal["asked", "answered", "completed", "rejected"]
+    event: Literal["asked", "answered", "completed", "replayed", "rejected"]
     at: float
     tool: str | None = None
     flow_id: str | None = None
@@ -343,7 +402,7 @@ class Store:
             async with self._engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
 
-    async def _run(self, fn: Callable[[Any], _T]) -> _T:
+    async def _run(self, fn: Callable[[Any], _T], *, immediate: bool = False) -> _T:
         """Run `fn` in one transaction.
 
         SQLite: one of askback's transactions takes tens of microseconds, less than handing it to a thread, so it is
@@ -354,19 +413,19 @@ class Store:
             if self._raw is None:
                 self._raw = RawConnection(self._sqlite_path, busy_timeout_ms=0)
             try:
-                return self._raw.transaction(fn)
+                return self._raw.transaction(fn, immediate=immediate)
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise
-            return await anyio.to_thread.run_sync(self._run_waiting, fn)
+            return await anyio.to_thread.run_sync(self._run_waiting, fn, immediate)
         async with self._engine.begin() as conn:
             return await conn.run_sync(fn)
 
-    def _run_waiting(self, fn: Callable[[Any], _T]) -> _T:
+    def _run_waiting(self, fn: Callable[[Any], _T], immediate: bool) -> _T:
         assert self._sqlite_path is not None
         raw = RawConnection(self._sqlite_path, busy_timeout_ms=_SQLITE_BUSY_TIMEOUT_MS)
         try:
-            return raw.transaction(fn)
+            return raw.transaction(fn, immediate=immediate)
         finally:
             raw.close()
 
@@ -379,40 +438,14 @@ class Store:
         otherwise the claim says what the attempt that did win has got to. With `lease`, a claim still running
         `lease` seconds after it was taken is presumed dead (its process stopped mid-effect) and is taken over.
         """
-
-        def claim(conn: Connection) -> EffectClaim | None:
-            values = {"flow_id": flow_id, "name": name, "status": "running", "instance": instance, "started_at": at}
-            if conn.execute(_CLAIM[conn.dialect.name], values).rowcount == 1:
-                return EffectClaim("won")
-            found = conn.execute(_READ_EFFECT, {"flow_id": flow_id, "name": name}).first()
-            if found is None:
-                return None  # released between the two statements: try again
-            if found.status == "done":
-                return EffectClaim("done", None if found.outcome is None else json.loads(found.outcome))
-            if lease is not None and found.started_at < at - lease:
-                # Atomic: once one taker has moved started_at forward, every other taker's condition fails.
-                taken = conn.execute(
-                    _TAKE_OVER,
-                    {"b_flow_id": flow_id, "b_name": name, "b_cutoff": at - lease, "b_instance": instance, "b_at": at},
-                )
-                if taken.rowcount == 1:
-                    return EffectClaim("won")
-            return EffectClaim("running")
-
-        with self._reachable(f"claim effect {name!r}"):
-            for _ in range(_RACE_ATTEMPTS):
-                outcome = await self._run(claim)
-                if outcome is not None:
-                    return outcome
-        # Each time, the winner released between our INSERT and our read; someone is evidently at it.
-        return EffectClaim("running")
+        return await self._claim(_EFFECT_LEDGER, flow_id, name, instance=instance, at=at, lease=lease)
 
     async def finish_effect(self, flow_id: str, name: str, outcome: Any, *, at: float) -> None:
         """Record the outcome of an effect this caller won; every later claim reads it back."""
         stored = _to_json(outcome, what=f"the outcome of effect {name!r}")
-        params = {"b_flow_id": flow_id, "b_name": name, "b_outcome": stored, "b_at": at}
+        params = {"b_flow_id": flow_id, "b_key": name, "b_outcome": stored, "b_at": at}
         with self._reachable(f"record the outcome of effect {name!r}"):
-            updated = await self._run(lambda conn: conn.execute(_FINISH_EFFECT, params).rowcount)
+            updated = await self._run(lambda conn: conn.execute(_EFFECT_LEDGER.finish, params).rowcount)
         if updated != 1:
             raise RuntimeError(
                 f"Effect {name!r} of flow {flow_id!r} has no running claim to finish: claim_effect must return "
@@ -421,25 +454,69 @@ class Store:
 
     async def release_effect(self, flow_id: str, name: str) -> None:
         """Give up a claim whose effect raised, so that a retry may run it; a finished effect stays."""
-        statement = delete(_EFFECTS).where(
-            _EFFECTS.c.flow_id == flow_id, _EFFECTS.c.name == name, _EFFECTS.c.status == "running"
-        )
+        params = {"b_flow_id": flow_id, "b_key": name}
         with self._reachable(f"release effect {name!r}"):
-            await self._run(lambda conn: conn.execute(statement))
+            await self._run(lambda conn: conn.execute(_EFFECT_LEDGER.release, params))
 
     async def effect(self, flow_id: str, name: str) -> EffectClaim | None:
         """Where effect `name` of flow `flow_id` stands ('running' or 'done'), or `None` if never claimed."""
+        with self._reachable(f"read effect {name!r}"):
+            return await self._run(lambda conn: _EFFECT_LEDGER.look(conn, flow_id, name))
 
-        def read(conn: Connection) -> EffectClaim | None:
-            found = conn.execute(_READ_EFFECT, {"flow_id": flow_id, "name": name}).first()
+    # Rounds -----------------------------------------------------------------------------------------------
+
+    async def claim_round(
+        self, flow_id: str, round_: int, *, instance: str, at: float, lease: float | None = None
+    ) -> RoundClaim:
+        """Try to become the one attempt that answers round `round_` of flow `flow_id` (the round whose questions
+        the request answers). A finished flow answers 'completed' with its result, whatever the round; a round
+        another attempt answered already is 'done' with what it answered; 'running' means another attempt holds
+        it (taken over after `lease` seconds, as for effects); 'won' means this caller runs the handler and then
+        ends the round through `finish_flow(..., round_outcome=...)`, or releases it there on failure."""
+
+        def claim(conn: Connection) -> RoundClaim | None:
+            found = _ROUND_LEDGER.try_claim(conn, flow_id, round_, instance=instance, at=at, lease=lease)
             if found is None:
                 return None
-            if found.status == "done":
-                return EffectClaim("done", None if found.outcome is None else json.loads(found.outcome))
-            return EffectClaim("running")
+            if found.status == "won":
+                # A flow that completed before rounds were recorded (or whose rows were cleaned up) is still done.
+                completed = conn.execute(_READ_COMPLETION, {"flow_id": flow_id}).scalar()
+                if completed is not None:
+                    params = {"b_flow_id": flow_id, "b_key": round_, "b_outcome": _ROUND_COMPLETED, "b_at": at}
+                    conn.execute(_ROUND_LEDGER.finish, params)
+                    return RoundClaim("completed", json.loads(completed))
+            return _round_claim(conn, flow_id, found)
 
-        with self._reachable(f"read effect {name!r}"):
+        return await self._retrying_claim(claim, f"claim round {round_} of a flow", busy=RoundClaim("running"))
+
+    async def round_outcome(self, flow_id: str, round_: int) -> RoundClaim | None:
+        """Where round `round_` of flow `flow_id` stands: 'completed' (it completed the flow), 'done', 'running',
+        or `None` when nobody holds it (its attempt failed and released it)."""
+
+        def read(conn: Connection) -> RoundClaim | None:
+            found = _ROUND_LEDGER.look(conn, flow_id, round_)
+            return None if found is None else _round_claim(conn, flow_id, found)
+
+        with self._reachable(f"read round {round_} of a flow"):
             return await self._run(read)
+
+    async def _claim(
+        self, ledger: _Ledger, flow_id: str, key: Any, *, instance: str, at: float, lease: float | None
+    ) -> EffectClaim:
+        def claim(conn: Connection) -> EffectClaim | None:
+            return ledger.try_claim(conn, flow_id, key, instance=instance, at=at, lease=lease)
+
+        return await self._retrying_claim(claim, f"claim {ledger.key} {key!r}", busy=EffectClaim("running"))
+
+    async def _retrying_claim(self, claim: Callable[[Any], _C | None], doing: str, *, busy: _C) -> _C:
+        with self._reachable(doing):
+            for _ in range(_RACE_ATTEMPTS):
+                # A claim may read before it writes (a round reads the flow's completion first).
+                outcome = await self._run(claim, immediate=True)
+                if outcome is not None:
+                    return outcome
+        # Each time, the winner released between our INSERT and our read; someone is evidently at it.
+        return busy
 
     async def count_effects(self, name: str | None = None) -> int:
         """How many effects are claimed (running or done), all of them or those called `name`."""
@@ -482,18 +559,33 @@ class Store:
         result: Any = None,
         events: Sequence[AuditEvent] = (),
         at: float,
+        round_: int | None = None,
+        round_outcome: Any = None,
     ) -> Completion | None:
         """The end of a round in one transaction: record the outcomes of the effects this round ran (claims it won),
-        the flow's result (first writer wins, as `record_completion`; skipped when `result` is None), and the
-        round's audit events. One commit instead of one per row is most of what askback costs per round."""
+        the flow's result (first writer wins, as `record_completion`; skipped when `result` is None), the end of the
+        round this caller claimed (`round_`: done, with the flow's result or else `round_outcome`; released when it
+        has neither, so that another copy may run it), and the round's audit events. One commit instead of one per row is most of what
+        askback costs per round."""
         finished = [(name, _to_json(outcome, what=f"the outcome of effect {name!r}")) for name, outcome in effects]
         stored = None if result is None else _to_json(result, what=f"the result of tool {tool!r}")
+        if result is not None:
+            answered: str | None = _ROUND_COMPLETED
+        else:
+            answered = None if round_outcome is None else _to_json(round_outcome, what="the outcome of the round")
         rows = self._audit_rows(events)
 
         def write(conn: Connection) -> Completion | None:
             completion: Completion | None = None
             for name, outcome in finished:
-                conn.execute(_FINISH_EFFECT, {"b_flow_id": flow_id, "b_name": name, "b_outcome": outcome, "b_at": at})
+                params = {"b_flow_id": flow_id, "b_key": name, "b_outcome": outcome, "b_at": at}
+                conn.execute(_EFFECT_LEDGER.finish, params)
+            if round_ is not None and flow_id is not None:
+                if answered is None:
+                    conn.execute(_ROUND_LEDGER.release, {"b_flow_id": flow_id, "b_key": round_})
+                else:
+                    params = {"b_flow_id": flow_id, "b_key": round_, "b_outcome": answered, "b_at": at}
+                    conn.execute(_ROUND_LEDGER.finish, params)
             if stored is not None and flow_id is not None:
                 values = {
                     "flow_id": flow_id,
@@ -509,7 +601,7 @@ class Store:
                     completion = Completion(json.loads(existing), first=False)
                     for i, row in enumerate(rows):
                         if row["event"] == "completed" and row["flow_id"] == flow_id:
-                            rows[i] = {**row, "outcome": "replayed"}
+                            rows[i] = {**row, "event": "replayed", "outcome": "completed"}
             if rows:
                 conn.execute(_INSERT_AUDIT, rows)
             return completion
@@ -527,21 +619,23 @@ class Store:
 
     @staticmethod
     def _audit_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+        # Every text goes through `storable`: an event about a request that carried text no database can store
+        # (a lone surrogate, a NUL) must still be written, or the trail would have a gap exactly where it matters.
         return [
             {
                 "at": event.at,
                 "event": event.event,
-                "tool": event.tool,
-                "flow_id": event.flow_id,
-                "principal": event.principal,
+                "tool": storable(event.tool),
+                "flow_id": storable(event.flow_id),
+                "principal": storable(event.principal),
                 "round": event.round,
                 "keys": _to_json(list(event.keys), what="audit keys"),
-                "mode": event.mode,
-                "action": event.action,
+                "mode": storable(event.mode),
+                "action": storable(event.action),
                 "content": None if event.content is None else _to_json(event.content, what="audit content"),
-                "outcome": event.outcome,
-                "detail": event.detail,
-                "instance": event.instance,
+                "outcome": storable(event.outcome),
+                "detail": storable(event.detail),
+                "instance": storable(event.instance),
             }
             for event in events
         ]
@@ -646,9 +740,14 @@ def _first_line(exc: BaseException) -> str:
 
 def _to_json(value: Any, *, what: str) -> str:
     try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+        dumped = json.dumps(value, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+    if storable(dumped) != dumped:
+        # A lone surrogate cannot be encoded as UTF-8 (JSON escapes NUL already); the escaped form reads back the
+        # same value.
+        return json.dumps(value, sort_keys=True, ensure_ascii=True)
+    return dumped
 
 
 def _audit_event(row: Any) -> AuditEvent:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Float, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["VERSION_TABLE", "AuditRow", "Base", "EffectRow", "FlowRow"]
+__all__ = ["VERSION_TABLE", "AuditRow", "Base", "EffectRow", "FlowRow", "RoundRow"]
 
 # Our own name rather than Alembic's default, so that an application keeping its own Alembic history in the
 # same database does not collide with ours.
@@ -34,6 +34,22 @@ class EffectRow(Base):
 
     flow_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    outcome: Mapped[str | None] = mapped_column(Text)
+    instance: Mapped[str | None] = mapped_column(String(255))
+    started_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class RoundRow(Base):
+    """One answered round of one flow: 'running' while the attempt that claimed it runs the handler, 'done' with
+    what that attempt answered (a complete result, or the next questions and state). Copies of the same round
+    that arrive meanwhile wait for it and answer the same."""
+
+    __tablename__ = "askback_rounds"
+
+    flow_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     status: Mapped[str] = mapped_column(String(16))
     outcome: Mapped[str | None] = mapped_column(Text)
     instance: Mapped[str | None] = mapped_column(String(255))

@@ -56,8 +56,11 @@ class RawConnection:
     def close(self) -> None:
         self._db.close()
 
-    def transaction(self, fn: Callable[[Any], _T]) -> _T:
-        self._db.execute("BEGIN")
+    def transaction(self, fn: Callable[[Any], _T], *, immediate: bool = False) -> _T:
+        """`immediate` takes the write lock at BEGIN: a transaction that reads before it writes must, because in WAL
+        mode a deferred one that another connection wrote under since its read fails at its first write at once
+        (SQLITE_BUSY, without waiting)."""
+        self._db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
         try:
             result = fn(self)
         except BaseException:
