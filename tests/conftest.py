@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from askback import Askback, load_settings
 from askback.clock import FrozenClock
@@ -44,3 +45,9 @@ async def demo(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIt
     app = build(make_settings(), clock=clock)
     async with app.running():
         yield app
+
+
+# Property tests: a few examples with the suite, 10,000 in the documented deep run (`--hypothesis-profile=deep`).
+settings.register_profile("default", max_examples=40, deadline=None)
+settings.register_profile("deep", max_examples=10_000, deadline=None)
+settings.load_profile("default")

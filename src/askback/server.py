@@ -16,6 +16,7 @@ batch.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 import secrets
@@ -46,6 +47,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
+from askback._text import unstorable_text
 from askback.audit import emit, instance_id
 from askback.clock import Clock, SystemClock, new_flow_id
 from askback.effects import run_once, wait_until_settled
@@ -53,6 +55,7 @@ from askback.errors import (
     AskbackError,
     ConfigurationError,
     DefinitionError,
+    InvalidParamsError,
     MissingCapabilityError,
     RoundInProgressError,
 )
@@ -68,6 +71,8 @@ logger = logging.getLogger("askback")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 _CTX = "askback_context"
+# The rounds an askback tool call ran, seen by the middleware around it (to audit calls refused before any round).
+_ROUNDS_SEEN: contextvars.ContextVar[list[_Round] | None] = contextvars.ContextVar("askback_rounds", default=None)
 
 
 def current_principal() -> str | None:
@@ -125,7 +130,7 @@ class Askback:
             name, instructions=instructions, request_state_security=security, **mcp_options
         )
         # Outside the sealing boundary (index 0 is the SDK's OpenTelemetry middleware), to see its rejections.
-        self.mcp.middleware.insert(1, self._audit_rejections)
+        self.mcp.middleware.insert(1, self._guard_calls)
         self._store: Store | None = None
         self._store_lock: anyio.Lock | None = None
         self._database_url = self.settings.database_url
@@ -276,11 +281,21 @@ class Askback:
         self, handler: _Handler, arguments: dict[str, Any], ctx: Context[Any, Any]
     ) -> CallToolResult | InputRequiredResult:
         round_ = _Round(self, handler, arguments, ctx)
+        seen = _ROUNDS_SEEN.get()
+        if seen is not None:
+            seen.append(round_)
         try:
             result = await round_.run()
         except AskbackError as exc:
             await round_.flush()
             raise exc.to_mcp_error() from exc
+        except Exception as exc:
+            if not round_.events:
+                # The handler failed before it asked or answered anything: the trail still says the call happened.
+                detail = str(exc) if isinstance(exc, ToolError) else f"the tool raised {type(exc).__name__}"
+                round_.event("rejected", outcome="tool_error", detail=detail)
+            await round_.flush()
+            raise
         except BaseException:
             await round_.flush()
             raise
@@ -315,25 +330,51 @@ class Askback:
         except AskbackError:
             logger.exception("askback could not write %d audit event(s)", len(events))
 
-    async def _audit_rejections(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def _guard_calls(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Outside the SDK's sealing boundary: refuse arguments no tool may take (before the SDK hashes them into
+        the state binding), and audit the requests the boundary refuses for an invalid state."""
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        if ctx.method == "tools/call":
+            problem = unstorable_text(params.get("arguments"), "arguments")
+            if problem is not None:
+                error = InvalidParamsError(
+                    f"Invalid params: {problem}. Send text as valid Unicode without NUL characters."
+                )
+                await self._audit_refusal(params, "invalid_params", str(error))
+                raise error.to_mcp_error()
+        rounds: list[_Round] = []
+        token = _ROUNDS_SEEN.set(rounds)
         try:
-            return await call_next(ctx)
+            result = await call_next(ctx)
+            name = params.get("name")
+            if ctx.method == "tools/call" and not rounds and isinstance(name, str) and name in self.tools:
+                # Refused by the SDK before the tool ran (arguments that do not fit its input schema).
+                await self._audit_refusal(params, "invalid_arguments", _first_text(result))
+            return result
         except MCPError as exc:
             data = exc.error.data if isinstance(exc.error.data, Mapping) else {}
             if ctx.method == "tools/call" and data.get("reason") == "invalid_request_state":
-                params = ctx.params or {}
-                ev = AuditEvent(
-                    event="rejected",
-                    at=self.clock.now(),
-                    tool=str(params.get("name")),
-                    principal=current_principal(),
-                    outcome="invalid_state",
-                    detail="requestState failed verification (tampered, expired, another user's or another call's)",
-                    instance=instance_id(),
+                await self._audit_refusal(
+                    params,
+                    "invalid_state",
+                    "requestState failed verification (tampered, expired, another user's or another call's)",
                 )
-                emit(ev)
-                await self._write_audit([ev])
             raise
+        finally:
+            _ROUNDS_SEEN.reset(token)
+
+    async def _audit_refusal(self, params: Mapping[str, Any], outcome: str, detail: str) -> None:
+        ev = AuditEvent(
+            event="rejected",
+            at=self.clock.now(),
+            tool=str(params.get("name")),
+            principal=current_principal(),
+            outcome=outcome,
+            detail=detail,
+            instance=instance_id(),
+        )
+        emit(ev)
+        await self._write_audit([ev])
 
     # -- serving --
 
@@ -351,6 +392,15 @@ class Askback:
                 "restart and no second worker or instance can take the answers. Set ASKBACK_STATE_KEYS (see "
                 "`askback keys new`)."
             )
+
+
+def _first_text(result: HandlerResult) -> str:
+    content = result.get("content") if isinstance(result, dict) else getattr(result, "content", None)
+    for item in content or ():
+        text = item.get("text") if isinstance(item, dict) else getattr(item, "text", None)
+        if isinstance(text, str):
+            return text[:500]
+    return ""
 
 
 def _modern(version: str | None) -> bool:
