@@ -14,14 +14,23 @@ import contextlib
 import json
 import logging
 import re
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
-from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError
 from starlette.datastructures import Headers
@@ -42,6 +51,7 @@ logger = logging.getLogger("askback")
 
 ANONYMOUS = "anonymous"
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+_MCP_PATH = "/mcp"
 _DEMO_TOKEN = re.compile(r"^demo-([A-Za-z0-9_.\-]{1,64})$")
 
 
@@ -119,39 +129,83 @@ class _EraGuard:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        header = Headers(scope=scope).get("mcp-protocol-version")
+        header = Headers(scope=scope).get(MCP_PROTOCOL_VERSION_HEADER)
         if header is None or header not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self.app(scope, receive, send)
             return
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = bool(message.get("more_body"))
+        body, replay = await _read_body(receive)
         declared = _meta_version(body)
         if declared is not None and declared != header:
-            reply = {
-                "jsonrpc": "2.0",
-                "id": _request_id(body),
-                "error": {
-                    "code": HEADER_MISMATCH,
-                    "message": f"MCP-Protocol-Version header {header!r} does not match _meta protocolVersion "
-                    f"{declared!r}",
-                },
-            }
-            await JSONResponse(reply, status_code=400)(scope, receive, send)
+            message = f"MCP-Protocol-Version header {header!r} does not match _meta protocolVersion {declared!r}"
+            await _rpc_error(body, HEADER_MISMATCH, message)(scope, receive, send)
             return
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
         await self.app(scope, replay, send)
+
+
+_VERSION_MISSING = (
+    f"The MCP-Protocol-Version header is missing. This server serves {LATEST_MODERN_VERSION}: send the header on "
+    f'every request, equal to params._meta["{PROTOCOL_VERSION_META_KEY}"]; and {LATEST_HANDSHAKE_VERSION}: send '
+    f"initialize first, then the header with the Mcp-Session-Id that initialize returned on every later request."
+)
+
+
+class _VersionHeaderRequired:
+    """A POST to the MCP endpoint that carries neither an `MCP-Protocol-Version` header nor an `Mcp-Session-Id`
+    and is not `initialize` is refused with -32600 (HTTP 400), naming the header to send for each revision served.
+    The SDK routes by the header alone: without one, the request takes the 2025-11-25 session path and gets "Missing
+    session ID", which sends a 2026-07-28 client looking for a session it must not open. `initialize` (how a
+    2025-11-25 client starts), batches and bodies that are not JSON-RPC go on to the SDK. Only requests with neither
+    header are read here."""
+
+    def __init__(self, app: ASGIApp, *, path: str) -> None:
+        self.app = app
+        self.path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if MCP_PROTOCOL_VERSION_HEADER in headers or MCP_SESSION_ID_HEADER in headers:
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _read_body(receive)
+        method = _parsed(body).get("method")
+        if isinstance(method, str) and method != "initialize":
+            data = {"supported": [*MODERN_PROTOCOL_VERSIONS, *HANDSHAKE_PROTOCOL_VERSIONS]}
+            await _rpc_error(body, INVALID_REQUEST, _VERSION_MISSING, data)(scope, receive, send)
+            return
+        await self.app(scope, replay, send)
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The request body, read up to the SDK's size limit, and a `receive` that hands the SDK the same messages.
+
+    A body over the limit is not read further: the SDK sees it all and answers 413 as it would have."""
+    cached: deque[Message] = deque()
+    body = bytearray()
+    while True:
+        message = await receive()
+        cached.append(message)
+        if message["type"] != "http.request":
+            break  # a disconnect: the SDK notices it as well
+        body += message.get("body", b"")
+        if not message.get("more_body", False) or len(body) > DEFAULT_MAX_REQUEST_BODY_SIZE:
+            break
+
+    async def replay() -> Message:
+        if cached:
+            return cached.popleft()
+        return await receive()
+
+    return bytes(body), replay
+
+
+def _rpc_error(body: bytes, code: int, message: str, data: Any = None) -> Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return JSONResponse({"jsonrpc": "2.0", "id": _request_id(body), "error": error}, status_code=400)
 
 
 def _parsed(body: bytes) -> dict[str, Any]:
@@ -191,7 +245,9 @@ def build_app(
         allow_anonymous = token_verifier is None
     # 2026-07-28 requests are served statelessly whatever this says; a 2025-11-25 client that sends `initialize`
     # gets a session (stateful, streamed), which is how its questions can be pushed to it.
-    mcp_app = server.mcp.streamable_http_app(stateless_http=False, json_response=json_response, host=host)
+    mcp_app = server.mcp.streamable_http_app(
+        streamable_http_path=_MCP_PATH, stateless_http=False, json_response=json_response, host=host
+    )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "instance": instance_id()})
@@ -221,7 +277,11 @@ def build_app(
             yield
         await server.aclose()
 
-    middleware: list[Middleware] = [Middleware(_InstanceHeader), Middleware(_EraGuard)]
+    middleware: list[Middleware] = [
+        Middleware(_InstanceHeader),
+        Middleware(_EraGuard),
+        Middleware(_VersionHeaderRequired, path=_MCP_PATH),
+    ]
     if verifier is not None:
         middleware += [
             Middleware(
