@@ -150,6 +150,8 @@ def _round_claim(conn: Connection, flow_id: str, found: EffectClaim) -> RoundCla
         result: str = conn.execute(_READ_COMPLETION, {"flow_id": flow_id}).scalar_one()
         return RoundClaim("completed", json.loads(result))
     return RoundClaim(found.status, found.outcome)
+
+
 _INSERT_AUDIT = insert(_AUDIT)
 _RECORD_FLOW = {
     "sqlite": sqlite_insert(_FLOWS).on_conflict_do_nothing(index_elements=["flow_id"]),
