@@ -582,7 +582,7 @@ class _Round:
         """Push one question and wait for its answer until the flow deadline; `None` when the deadline came first
         (the pushed request is then abandoned: its waiter and the call's memory are released)."""
         answer: ElicitResult | None = None
-        async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg:  # noqa: ABK105 - the 2025-11-25 bridge itself
 
             async def deadline() -> None:
                 await self.app.clock.sleep_until(state.started + self.app.settings.flow_deadline)
