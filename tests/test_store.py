@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -212,19 +211,6 @@ async def test_an_unreachable_database_is_reported_without_the_password() -> Non
 async def test_a_sqlite_file_in_a_missing_folder_is_reported_as_unavailable(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailableError, match="unable to open database file"):
         await Store.open(f"sqlite:///{tmp_path / 'no-such-folder' / 'askback.db'}")
-    await outlive_aiosqlite_threads()
-
-
-async def outlive_aiosqlite_threads() -> None:
-    """Wait, with the event loop still running, for aiosqlite's worker threads to end.
-
-    After a failed connect aiosqlite stops its worker thread without waiting for it, and the thread's last act is
-    a callback into the event loop. The test's loop closes as soon as the test returns, so without this wait that
-    callback can find it closed ("Event loop is closed" in the thread, reported at the next test's setup)."""
-    for thread in threading.enumerate():
-        if thread.name.endswith("(_connection_worker_thread)"):
-            await anyio.to_thread.run_sync(thread.join, 10)
-            assert not thread.is_alive(), "an aiosqlite connection was left open"
 
 
 # Effects ledger ---------------------------------------------------------------------------------------------

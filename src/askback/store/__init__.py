@@ -18,6 +18,7 @@ through the engine's own connection. SQLite databases are migrated on open; Post
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -327,6 +328,8 @@ class Store:
             migrate = is_sqlite
         if is_sqlite and not migrate and check:
             _require_sqlite_file(parsed)
+        if is_sqlite:
+            _probe_sqlite_file(parsed)
         store = cls(
             _create_engine(parsed),
             safe_url=parsed.render_as_string(hide_password=True),
@@ -781,6 +784,31 @@ def _require_sqlite_file(url: URL) -> None:
             f"There is no askback database at {database}. Run `askback db upgrade` with the same "
             "ASKBACK_DATABASE_URL to create it, or correct ASKBACK_DATABASE_URL."
         )
+
+
+def _probe_sqlite_file(url: URL) -> None:
+    """Open the SQLite file once with the plain driver before the async engine does.
+
+    A file that is not a database, or a path that cannot be opened, is then reported here in words. Through the
+    async driver it would surface later, and a failed aiosqlite connect leaves a worker thread that calls back into
+    the event loop after the caller's loop has closed (a stray "Event loop is closed" traceback)."""
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(database)) as db:
+            db.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        reason = _first_line(exc)
+        if "not a database" in reason:
+            raise ConfigurationError(
+                f"{database} is not an SQLite database ({reason}); point ASKBACK_DATABASE_URL at an askback SQLite "
+                "database, or at a path where askback may create one (sqlite:///askback.db)"
+            ) from None
+        raise StoreUnavailableError(
+            f"Could not open the SQLite database at {database} ({reason}). Check that its folder exists and that "
+            "this user may read and write there, or correct ASKBACK_DATABASE_URL."
+        ) from None
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
