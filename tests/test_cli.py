@@ -1,17 +1,26 @@
-"""The `askback` command: the demo end to end, the audit question after it, keys, and refusals at start-up."""
+"""The `askback` command: the demo end to end and the audit question after it, keys, refusals at start-up, what
+`askback serve` says when it starts, and help that fits 80 columns."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import select
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from askback.cli import app
+from askback.demo_run import free_port
 from infra import run_askback
 
 runner = CliRunner()
@@ -74,8 +83,57 @@ def test_the_demo_runs_and_audit_answers_who_confirmed_the_deletion(tmp_path: Pa
     assert rows[0]["content"] == {"project_name": "billing-legacy"}
     assert rows[0]["action"] == "accept" and rows[0]["time"].startswith("20")
 
-    table = askback("audit", "--database", "sqlite:///askback-demo.db", "--user", "bob", cwd=tmp_path)
+    table = askback("audit", "--database", "sqlite:///askback-demo.db", "--user", "bob", "--wide", cwd=tmp_path)
     assert table.returncode == 0 and "deploy" in table.stdout and "delete_project" not in table.stdout
+
+    narrow = askback("audit", "--database", "sqlite:///askback-demo.db", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), narrow.stdout
+    assert "…" not in narrow.stdout  # nothing cut short
+    words = narrow.stdout.split()
+    assert "alice" in words and "confirm_project" in words and "accept" in words
+    assert any("billing-legacy" in word for word in words), narrow.stdout  # the answer, readable in full
+
+    replayed = askback("audit", "--database", "sqlite:///askback-demo.db", "--event", "replayed", cwd=tmp_path)
+    assert replayed.returncode == 0 and replayed.stdout.strip() == "no audit events match", replayed.stderr
+
+    again = askback("demo", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Deleted billing-legacy." in again.stdout  # a fresh database: the project is there to delete again
+    who_again = askback(
+        "audit",
+        "--database",
+        "sqlite:///askback-demo.db",
+        "--event",
+        "answered",
+        "--contains",
+        "billing",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert len(who_again.stdout.splitlines()) == 1
+
+
+def test_the_demo_refuses_a_database_it_did_not_make_and_leaves_it_alone(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.db"
+    with contextlib.closing(sqlite3.connect(mine)) as conn, conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+    before = mine.read_bytes()
+    result = askback("demo", "--database", f"sqlite:///{mine}", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert str(mine) in result.stderr and "delete" in result.stderr and "--database" in result.stderr
+    assert mine.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.db"]
+
+
+def test_the_demo_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a database")
+    result = askback("demo", "--database", "sqlite:///notes.txt", cwd=tmp_path)
+    assert result.returncode == 2 and "notes.txt already exists" in result.stderr
+    assert (tmp_path / "notes.txt").read_text() == "not a database"
 
 
 def test_audit_on_a_missing_database_says_what_to_do(tmp_path: Path) -> None:
@@ -105,3 +163,89 @@ def test_the_interactive_demo_asks_the_person_at_the_terminal(tmp_path: Path) ->
     assert "Cancelled: you declined to delete the project." in demo.stdout
     assert "Deployed web-frontend to staging." in demo.stdout
     assert "confirm_prod" not in demo.stdout
+
+
+# --- what `askback serve` says when it starts -------------------------------------------------------------------
+
+
+class Output:
+    """Lines a child process writes to a pipe, read as they come, with a deadline and no sleeping."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        self.fd = proc.stderr.fileno()
+        self.lines: list[str] = []
+        self._partial = b""
+
+    def until(self, text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.lines:
+                if text in line:
+                    return line
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self.fd], [], [], max(remaining, 0))
+            if not ready:
+                raise AssertionError(f"{text!r} not printed within {timeout} s; printed: {self.lines}")
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise AssertionError(f"output ended without {text!r}; printed: {self.lines}")
+            *complete, self._partial = (self._partial + chunk).split(b"\n")
+            self.lines += [line.decode(errors="replace") for line in complete]
+
+
+@contextlib.contextmanager
+def started(*args: str, cwd: Path, env: dict[str, str]) -> Iterator[Output]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "askback", "serve", *args],
+        cwd=cwd,
+        env={**clean, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        yield Output(proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+def test_serve_says_at_start_up_where_it_serves_with_how_many_workers_and_which_database(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": "sqlite:///served.db"}
+    with started("askback.demo:server", "--port", str(port), "--workers", "2", cwd=tmp_path, env=env) as output:
+        line = output.until(f"http://127.0.0.1:{port}/mcp")
+    record = json.loads(line)
+    assert record["level"] == "info" and record["url"] == f"http://127.0.0.1:{port}/mcp"
+    assert record["workers"] == 2 and record["database"].endswith("served.db")
+    assert f"http://127.0.0.1:{port}/mcp" in record["message"] and "2 workers" in record["message"]
+    # The demo server authenticates (demo tokens), so there is nothing to warn about.
+    assert not any("token-verifier" in seen for seen in output.lines)
+
+
+def test_serve_without_a_token_verifier_warns_that_state_binds_to_no_user(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text('from askback import Askback\n\napp = Askback("mine")\n')
+    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": "sqlite:///mine.db"}
+    port = free_port()
+    with started("mine:app", "--port", str(port), "--log-format", "text", cwd=tmp_path, env=env) as output:
+        output.until(f"http://127.0.0.1:{port}/mcp")
+        warning = output.until("--token-verifier")
+    assert warning.startswith("WARNING") and "state then binds to no user" in warning
+
+
+# --- help ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["audit", "lint", "check", "demo", "serve"])
+def test_help_in_a_pipe_shows_flags_without_a_value_and_fits_80_columns(tmp_path: Path, command: str) -> None:
+    result = askback(command, "--help", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    assert "<bool>" not in result.stdout and "BOOLEAN" not in result.stdout
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
+    flag = {"audit": "--json", "lint": "--format", "check": "--json", "demo": "--interactive", "serve": "--port"}
+    assert flag[command] in result.stdout

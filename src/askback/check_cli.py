@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from askback._cli_output import fail
 from askback.check import Check, Report, run_check
 from askback.errors import ProbeError
 
@@ -23,20 +24,15 @@ __all__ = ["register"]
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
 
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-    return typer.Exit(2)
-
-
 def _parse_args(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise _fail(
+        raise fail(
             f"--args is not valid JSON ({exc}); give the tool's arguments as an object, e.g. '{{\"id\": 1}}'"
         ) from None
     if not isinstance(value, dict):
-        raise _fail(f"--args must be a JSON object of the tool's arguments, not {type(value).__name__}")
+        raise fail(f"--args must be a JSON object of the tool's arguments, not {type(value).__name__}")
     return value
 
 
@@ -65,7 +61,7 @@ def print_report(report: Report, console: Console) -> None:
 
 
 def check(
-    url: Annotated[str, typer.Argument(help="The MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")],
+    url: Annotated[str, typer.Argument(metavar="URL", help="The MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")],
     tool: Annotated[str, typer.Option("--tool", help="A tool that asks the user; the probe calls it.")],
     args: Annotated[str, typer.Option("--args", help="The tool's arguments, as a JSON object.")] = "{}",
     token: Annotated[str | None, typer.Option("--token", help="Sent as Authorization: Bearer TOKEN.")] = None,
@@ -86,7 +82,7 @@ def check(
             with Console(stderr=True).status(f"probing {tool} at {url}"):
                 report = run_check(url, tool, arguments, token=token, timeout=timeout)
     except ProbeError as exc:
-        raise _fail(f"cannot check {url}: {exc}") from None
+        raise fail(f"cannot check {url}: {exc}") from None
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -3,15 +3,25 @@
 Every round is a new connection, so the retry can land on another worker process; each round prints the
 questions, the answers, and the worker that served it. `--interactive` asks the person at the terminal instead of
 answering from the script.
+
+Each round runs in an event loop of its own and the questions are asked between rounds, in plain code: a prompt
+inside a running event loop would not see Ctrl-C (asyncio turns the first SIGINT into a cancellation that a
+blocked `input()` never notices). So one Ctrl-C raises `KeyboardInterrupt` wherever the demo is, and `serving`
+stops the server's whole process group on the way out.
+
+The demo's SQLite database is replaced on every run, so it carries a marker table (`askback_demo`) written when the
+demo creates it; an existing file without it is refused rather than deleted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -24,19 +34,20 @@ import anyio
 import httpx
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from rich.console import Console
-from rich.prompt import Confirm as RichConfirm
-from rich.prompt import Prompt
+from rich.markup import escape
 
 from askback.errors import ConfigurationError
-from askback.rounds import call_round
+from askback.rounds import Round, call_round
 
-console = Console()
+# soft_wrap: a command line the demo prints must stay whole, to be copied.
+console = Console(soft_wrap=True)
 
 _SCRIPT: dict[str, dict[str, Any]] = {
     "confirm_project": {"project_name": "billing-legacy"},
     "pick_env": {"environment": "production"},
     "confirm_prod": {"confirm": True},
 }
+_MARKER = "askback_demo"
 
 
 def free_port() -> int:
@@ -48,112 +59,226 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serving(target: str, *, port: int, workers: int, env: dict[str, str], cwd: str | None = None) -> Iterator[str]:
     """Run `askback serve TARGET` in a child process until the block ends; yields the /mcp URL. The server's own
-    output goes to a log file (never an unread pipe, which would stall a chatty server), shown if it fails."""
+    output goes to a log file (never an unread pipe, which would stall a chatty server), named if it fails.
+
+    The server runs in a session of its own, so a Ctrl-C at the terminal reaches this process only; leaving the block
+    in any way, `KeyboardInterrupt` included, stops the server's whole process group (its workers too)."""
     log = tempfile.NamedTemporaryFile(prefix="askback-serve-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "askback", "serve", target, "--port", str(port), "--workers", str(workers)],
         env={**os.environ, **env},
         cwd=cwd,
+        stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     log.close()
+    keep_log = False
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                out = Path(log.name).read_text(errors="replace")[-4000:]
-                raise ConfigurationError(f"the server stopped while starting:\n{out}")
+                keep_log = True
+                lines = Path(log.name).read_text(errors="replace").strip().splitlines()
+                last = lines[-1] if lines else f"exit status {proc.returncode}"
+                raise ConfigurationError(f"the server stopped while starting: {last} (its output: {log.name})")
             try:
                 if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise ConfigurationError("the server did not start within 60 seconds")
+                keep_log = True
+                raise ConfigurationError(f"the server did not start within 60 seconds (its output: {log.name})")
             time.sleep(0.1)
         yield f"{base}/mcp"
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        Path(log.name).unlink(missing_ok=True)
+        _stop(proc)
+        if not keep_log:
+            Path(log.name).unlink(missing_ok=True)
 
 
-def _answer(key: str, params: dict[str, Any], interactive: bool) -> ElicitResult:
-    schema = params.get("requestedSchema", {})
-    if not interactive:
-        return ElicitResult(action="accept", content=_SCRIPT[key])
-    if params.get("mode") == "url":
-        console.print(f"    open [link]{params['url']}[/link]")
-        ok = RichConfirm.ask("    Open this link?", console=console)
-        return ElicitResult(action="accept" if ok else "decline")
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the process group led by `proc`: SIGTERM, then SIGKILL after 15 seconds or at a second Ctrl-C."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+    except KeyboardInterrupt:
+        _kill(proc)
+        raise
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+# --- the demo's database ---------------------------------------------------------------------------------------
+
+
+def prepare_database(database: str) -> None:
+    """Start the demo on a fresh SQLite database: create it marked as the demo's, or replace one the demo made
+    before. An existing file without the mark is somebody else's and is refused. Other databases are used as
+    they are."""
+    from sqlalchemy.engine import make_url
+
+    from askback.store import normalize_database_url
+
+    parsed = make_url(normalize_database_url(database))
+    name = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not name or name == ":memory:" or name.startswith("file:"):
+        return
+    path = Path(name)
+    if path.exists():
+        if not _made_by_demo(path):
+            raise ConfigurationError(
+                f"{path} already exists and was not made by `askback demo`, which replaces its database on every "
+                f"run; pass --database sqlite:///ANOTHER.db, or delete {path} yourself"
+            )
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute(f"CREATE TABLE {_MARKER} (note TEXT NOT NULL)")
+            conn.execute(
+                f"INSERT INTO {_MARKER} VALUES ('made by askback demo, which replaces this database on every run')"
+            )
+    except sqlite3.Error as exc:
+        raise ConfigurationError(
+            f"cannot create the demo database {path} ({exc}); pass --database sqlite:///PATH in a writable folder"
+        ) from exc
+
+
+def _made_by_demo(path: Path) -> bool:
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            found = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (_MARKER,))
+            return bool(found.fetchone()[0])
+    except sqlite3.Error:  # not an SQLite file at all, or unreadable: not ours either way
+        return False
+
+
+# --- asking the person at the terminal -------------------------------------------------------------------------
+
+
+def _ask(prompt: str) -> str | None:
+    """One line typed at the terminal; `None` when input has ended (Ctrl-D, or the end of piped input)."""
+    try:
+        return console.input(prompt)
+    except EOFError:
+        console.print()
+        return None
+
+
+def _answer_form(schema: dict[str, Any]) -> ElicitResult:
     content: dict[str, Any] = {}
+    choices: dict[str, Any]
     for name, prop in schema.get("properties", {}).items():
-        title = prop.get("title", name)
+        title = escape(str(prop.get("title", name)))
+        if prop.get("description"):
+            console.print(f"    [dim]{escape(str(prop['description']))}[/]")
         if prop.get("type") == "boolean":
-            content[name] = RichConfirm.ask(f"    {title}", console=console)
+            prompt = f"    {title} [bold]\\[y/n][/] (empty to decline): "
+            choices = {"y": True, "yes": True, "n": False, "no": False}
         elif "enum" in prop:
-            content[name] = Prompt.ask(f"    {title}", choices=list(prop["enum"]), console=console)
+            options = [str(v) for v in prop["enum"]]
+            prompt = f"    {title} [bold]\\[{escape('/'.join(options))}][/] (empty to decline): "
+            choices = {v: v for v in options}
         else:
-            content[name] = Prompt.ask(f"    {title} (empty to decline)", default="", console=console)
-            if content[name] == "":
+            prompt = f"    {title} (empty to decline): "
+            choices = {}
+        while True:
+            typed = _ask(prompt)
+            if typed is None:
+                return ElicitResult(action="cancel")
+            typed = typed.strip()
+            if typed == "":
                 return ElicitResult(action="decline")
+            if not choices:
+                content[name] = typed
+                break
+            if typed.lower() in choices:
+                content[name] = choices[typed.lower()]
+                break
+            console.print(f"    [red]type one of {escape(', '.join(choices))}, or nothing to decline[/]")
     return ElicitResult(action="accept", content=content)
 
 
-async def _drive(url: str, user: str, tool: str, arguments: dict[str, Any], interactive: bool) -> set[str]:
-    console.rule(f"[bold]{user}[/] calls [cyan]{tool}[/] {arguments}")
+def _answer(key: str, params: dict[str, Any], interactive: bool) -> ElicitResult:
+    if not interactive:
+        return ElicitResult(action="accept", content=_SCRIPT[key])
+    if params.get("mode") == "url":
+        console.print(f"    open [link]{escape(str(params['url']))}[/link]")
+        typed = _ask("    Open this link? [bold]\\[y/n][/]: ")
+        if typed is None:
+            return ElicitResult(action="cancel")
+        return ElicitResult(action="accept" if typed.strip().lower() in ("y", "yes") else "decline")
+    return _answer_form(params.get("requestedSchema", {}))
+
+
+# --- driving the flows -----------------------------------------------------------------------------------------
+
+
+def _round(url: str, tool: str, arguments: dict[str, Any], **options: Any) -> Round:
+    return anyio.run(functools.partial(call_round, url, tool, arguments, **options))
+
+
+def _show_projects(url: str, user: str) -> None:
+    # What a person would look up before typing a project's name to confirm its deletion.
+    rnd = _round(url, "list_projects", {}, token=f"demo-{user}")
+    if isinstance(rnd.result, CallToolResult) and isinstance(rnd.result.structured_content, dict):
+        projects = rnd.result.structured_content.get("projects", [])
+        listed = ", ".join(f"{p['id']} is {p['name']}" for p in projects) or "none"
+        console.print(f"  [dim]{escape(user)} looks up the projects first: {escape(listed)}[/]")
+
+
+def _drive(url: str, user: str, tool: str, arguments: dict[str, Any], interactive: bool) -> set[str]:
+    console.rule(f"[bold]{user}[/] calls [cyan]{tool}[/] {escape(str(arguments))}")
+    if interactive and tool == "delete_project":
+        _show_projects(url, user)
     responses: dict[str, ElicitResult] | None = None
     state: str | None = None
     instances: set[str] = set()
     for number in range(1, 10):
-        rnd = await call_round(url, tool, arguments, token=f"demo-{user}", responses=responses, request_state=state)
+        rnd = _round(url, tool, arguments, token=f"demo-{user}", responses=responses, request_state=state)
         instances.add(rnd.instance or "?")
         where = f"[dim]served by worker {rnd.instance}[/]"
         if rnd.error is not None:
-            console.print(f"  round {number}: error {rnd.error.error.code} {rnd.error.error.message} {where}")
+            console.print(f"  round {number}: error {rnd.error.error.code} {escape(rnd.error.error.message)} {where}")
             break
         if isinstance(rnd.result, CallToolResult):
             text = " ".join(getattr(c, "text", "") for c in rnd.result.content)
-            console.print(f"  round {number}: [green]complete[/] {text!r} {where}")
+            console.print(f"  round {number}: [green]complete[/] {escape(repr(text))} {where}")
             break
         assert isinstance(rnd.result, InputRequiredResult)
         console.print(f"  round {number}: [yellow]input_required[/] {where}")
         responses = {}
         for key, request in (rnd.result.input_requests or {}).items():
             params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
-            console.print(f"    asks [bold]{key}[/]: {params.get('message')}")
+            console.print(f"    asks [bold]{key}[/]: {escape(str(params.get('message')))}")
             answer = _answer(key, params, interactive)
-            console.print(f"    answers {answer.action} {answer.content or ''}")
+            console.print(f"    answers {answer.action} {escape(str(answer.content or ''))}")
             responses[key] = answer
         state = rnd.result.request_state
     return instances
 
 
 def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> int:
-    if database.startswith("sqlite:///"):
-        path = Path(database.removeprefix("sqlite:///"))
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    prepare_database(database)
     env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": database}
     port = port or free_port()
     console.print(f"Starting the demo server: {workers} worker processes on 127.0.0.1:{port}, database {database}")
     with serving("askback.demo:server", port=port, workers=workers, env=env) as url:
-
-        async def main() -> set[str]:
-            seen = await _drive(url, "alice", "delete_project", {"project_id": "prj_99"}, interactive)
-            seen |= await _drive(url, "bob", "deploy", {"service": "web-frontend"}, interactive)
-            return seen
-
-        seen = anyio.run(main)
+        if interactive:
+            console.print("[dim]Answer each question; an empty answer declines it. Ctrl-C stops the demo.[/]")
+        seen = _drive(url, "alice", "delete_project", {"project_id": "prj_99"}, interactive)
+        seen |= _drive(url, "bob", "deploy", {"service": "web-frontend"}, interactive)
     console.rule()
     console.print(f"Rounds were served by {len(seen)} different worker process(es): {', '.join(sorted(seen))}.")
     console.print(

@@ -10,19 +10,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from askback._cli_output import fail
 from askback.lint import lint_paths, parse_codes, render_json, render_text
 
 __all__ = ["register"]
 
 _FORMATS = ("text", "json")
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-    return typer.Exit(code)
 
 
 def _codes(value: str | None, option: str) -> set[str] | None:
@@ -31,7 +25,7 @@ def _codes(value: str | None, option: str) -> set[str] | None:
     try:
         return parse_codes(value)
     except ValueError as exc:
-        raise _fail(f"{option}: {exc}") from None
+        raise fail(f"{option}: {exc}") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -59,6 +53,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find code written for pushed elicitation (MCP 2025-11-25) that must change for MCP 2026-07-28.
 
+        \b
         ABK101 pushed elicitation (ctx.elicit, session.elicit_form, ...)
         ABK102 notifications/elicitation/complete
         ABK103 elicitationId
@@ -72,12 +67,12 @@ def register(app: typer.Typer) -> None:
         Each rule and its fix: docs/lint.md.
         """
         if output_format not in _FORMATS:
-            raise _fail(f"--format is text or json, not {output_format!r}")
+            raise fail(f"--format is text or json, not {output_format!r}")
         chosen = _codes(select, "--select")
         dropped = _codes(ignore, "--ignore")
         missing = [str(p) for p in paths if not p.exists()]
         if missing:
-            raise _fail(f"{', '.join(missing)}: no such file or directory. Pass files or directories of Python code.")
+            raise fail(f"{', '.join(missing)}: no such file or directory. Pass files or directories of Python code.")
         findings = lint_paths(paths, select=chosen, ignore=dropped)
         if output_format == "json":
             typer.echo(render_json(findings))
