@@ -163,23 +163,24 @@ class Instance:
     def start(self, *, wait: bool = True) -> None:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
         self.log = Path(tempfile.mkdtemp(prefix="askback-instance-")) / "serve.log"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "askback",
-                "serve",
-                self.target,
-                "--port",
-                str(self.port),
-                "--workers",
-                str(self.workers),
-            ],
-            env={**clean, **self.env},
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with self.log.open("w") as out:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "askback",
+                    "serve",
+                    self.target,
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(self.workers),
+                ],
+                env={**clean, **self.env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         if wait:
             wait_until(self.healthy, timeout=60, what=f"askback on port {self.port}")
 
@@ -294,3 +295,5 @@ class Nginx:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
