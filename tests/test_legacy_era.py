@@ -3,12 +3,14 @@ an `elicitationId`), while 2026-07-28 requests on the same endpoint stay statele
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -228,6 +230,38 @@ async def test_a_pushed_question_beyond_the_process_cap_completes_without_asking
     assert BOOKED == [] and app._pushes.total == 0
 
 
+async def test_a_second_pending_question_in_one_session_is_not_pushed(
+    make_settings: Callable[..., Any], clock: FrozenClock
+) -> None:
+    CONNECTED.add("ada")
+    BOOKED.clear()
+    app = build(make_settings(max_pending_pushes_per_session=1), clock)
+    pushed = anyio.Event()
+    release = anyio.Event()
+
+    async def holds(context: Any, params: Any) -> ElicitResult:
+        pushed.set()
+        await release.wait()
+        return ElicitResult(action="decline")
+
+    texts: list[str] = []
+    async with app.running(), Client(app.mcp, mode="legacy", elicitation_callback=holds) as client:
+
+        async def call(slot: str) -> None:
+            texts.append((await client.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "a")
+                await pushed.wait()
+                await call("b")  # the same session already has its one pending question
+                assert texts == [texts[0]] and texts[0].startswith("Not asked: too many questions")
+                assert app._pushes.total == 1
+                release.set()
+    assert sorted(t.split(":")[0] for t in texts) == ["Cancelled", "Not asked"]
+    assert BOOKED == [] and app._pushes.total == 0
+
+
 def test_the_pending_push_caps_count_per_session_and_per_process() -> None:
     pushes = _PendingPushes(total=3, per_session=2)
     one, two = object(), object()
@@ -236,3 +270,47 @@ def test_the_pending_push_caps_count_per_session_and_per_process() -> None:
         with pushes.slot(two) as d, pushes.slot(two) as e:
             assert (d, e) == (True, False)  # the process holds 3: the cap, whatever the session
     assert pushes.total == 0 and pushes.by_session == {}
+
+
+def test_over_http_a_second_pending_question_in_one_session_is_not_pushed(tmp_path: Path) -> None:
+    env = {
+        "ASKBACK_STATE_KEYS": secrets.token_urlsafe(48),
+        "ASKBACK_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+        "ASKBACK_MAX_PENDING_PUSHES_PER_SESSION": "1",
+    }
+    base = {"Accept": "application/json, text/event-stream", "Authorization": "Bearer demo-lena"}
+
+    def rpc(id_: int | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if id_ is not None:
+            body["id"] = id_
+        return body
+
+    def data_lines(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+        for line in lines:
+            if line.startswith("data:") and line[5:].strip():
+                yield json.loads(line[5:])
+
+    with serving("askback.demo:server", port=free_port(), workers=1, env=env) as url, httpx.Client(timeout=30) as http:
+        init = http.post(
+            url,
+            headers=base,
+            json=rpc(
+                1,
+                "initialize",
+                {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"elicitation": {"form": {}}},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            ),
+        )
+        session = {**base, "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        http.post(url, headers=session, json=rpc(None, "notifications/initialized", {}))
+        call = rpc(2, "tools/call", {"name": "deploy", "arguments": {"service": "held"}})
+        with http.stream("POST", url, headers=session, json=call) as first:
+            pushed = next(data_lines(first.iter_lines()))
+            assert pushed["method"] == "elicitation/create"  # the first question waits for an answer never sent
+            second = http.post(url, headers=session, json={**call, "id": 3}, timeout=10)
+            (reply,) = [m for m in data_lines(iter(second.text.splitlines())) if m.get("id") == 3]
+        assert reply["result"]["content"][0]["text"].startswith("Not asked: too many questions")

@@ -563,7 +563,9 @@ class _Round:
             responses = {}
             for key, request in (outcome.input_requests or {}).items():
                 params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
-                with self.app._pushes.slot(session) as free:
+                # The SDK's `session` is a per-request proxy; the `initialize` params it exposes belong to the
+                # connection, so they identify the session across its requests.
+                with self.app._pushes.slot(session.client_params or session) as free:
                     if not free:
                         return await self._too_many_pending(state)
                     answer = await self._push_until_deadline(session, state, key, params)
