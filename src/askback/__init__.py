@@ -1,22 +1,60 @@
 """askback: let an MCP tool ask the human mid-call, under MCP 2026-07-28 multi round-trip requests, and get the
 answer back on whichever instance the retry lands.
 
-The public surface is this module; everything else may change.
+The public surface is this module; everything else may change. Names are imported on first use, so that
+`askback lint` and other tools that need a part of askback do not load the server stack (SQLAlchemy, Starlette,
+uvicorn, OpenTelemetry).
 """
 
-from askback.errors import (
-    AskbackError,
-    ConfigurationError,
-    DefinitionError,
-    EffectInProgressError,
-    MissingCapabilityError,
-    ProbeError,
-    StoreUnavailableError,
-)
-from askback.flow import Accepted, Cancelled, Declined, Flow, Outcome
-from askback.questions import Argument, Choice, Confirm, Default, Form, Link, Question
-from askback.server import Askback, current_principal
-from askback.settings import Settings, load_settings
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from askback.errors import (
+        AskbackError,
+        ConfigurationError,
+        DefinitionError,
+        EffectInProgressError,
+        InvalidParamsError,
+        MissingCapabilityError,
+        ProbeError,
+        RoundInProgressError,
+        StoreUnavailableError,
+    )
+    from askback.flow import Accepted, Cancelled, Declined, Flow, Outcome
+    from askback.questions import Argument, Choice, Confirm, Default, Form, Link, Question
+    from askback.server import Askback, current_principal
+    from askback.settings import Settings, load_settings
+
+_WHERE = {
+    "AskbackError": "askback.errors",
+    "ConfigurationError": "askback.errors",
+    "DefinitionError": "askback.errors",
+    "EffectInProgressError": "askback.errors",
+    "InvalidParamsError": "askback.errors",
+    "MissingCapabilityError": "askback.errors",
+    "ProbeError": "askback.errors",
+    "RoundInProgressError": "askback.errors",
+    "StoreUnavailableError": "askback.errors",
+    "Accepted": "askback.flow",
+    "Cancelled": "askback.flow",
+    "Declined": "askback.flow",
+    "Flow": "askback.flow",
+    "Outcome": "askback.flow",
+    "Argument": "askback.questions",
+    "Choice": "askback.questions",
+    "Confirm": "askback.questions",
+    "Default": "askback.questions",
+    "Form": "askback.questions",
+    "Link": "askback.questions",
+    "Question": "askback.questions",
+    "Askback": "askback.server",
+    "current_principal": "askback.server",
+    "Settings": "askback.settings",
+    "load_settings": "askback.settings",
+}
 
 __all__ = [
     "Accepted",
@@ -33,13 +71,28 @@ __all__ = [
     "EffectInProgressError",
     "Flow",
     "Form",
+    "InvalidParamsError",
     "Link",
     "MissingCapabilityError",
     "Outcome",
     "ProbeError",
     "Question",
+    "RoundInProgressError",
     "Settings",
     "StoreUnavailableError",
     "current_principal",
     "load_settings",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'askback' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

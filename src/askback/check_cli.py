@@ -8,7 +8,7 @@ output here again: a table for people (colour only on a terminal) or one JSON do
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,8 +16,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from askback._cli_output import fail
-from askback.check import Check, Report, run_check
 from askback.errors import ProbeError
+
+if TYPE_CHECKING:
+    from askback.check import Check, Report
 
 __all__ = ["register"]
 
@@ -74,6 +76,8 @@ def check(
     tampered state, declined, cancelled, and answered with deliberately invalid content. Nothing is ever
     accepted with valid content, but point it at a test deployment all the same.
     """
+    from askback.check import run_check  # the probe needs httpx and the SDK's wire types: only when it runs
+
     arguments = _parse_args(args)
     try:
         if as_json:

@@ -18,10 +18,16 @@ the SDK's transport picks the HTTP status from the code (400 for -32021). Each m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+if TYPE_CHECKING:
+    from mcp.shared.exceptions import MCPError
+
+# JSON-RPC codes (the spec's; the SDK's `mcp_types` names them too). Written out so that importing the error tree,
+# which every command does, does not import the SDK.
+INTERNAL_ERROR = -32603
+INVALID_PARAMS = -32602
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 
 __all__ = [
     "AskbackError",
@@ -46,6 +52,8 @@ class AskbackError(Exception):
 
     def to_mcp_error(self) -> MCPError:
         """The JSON-RPC error this condition is on the wire (the SDK picks the HTTP status from the code)."""
+        from mcp.shared.exceptions import MCPError
+
         return MCPError(code=self.code, message=str(self), data=self.wire_data())
 
 

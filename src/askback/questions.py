@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from mcp.server.elicitation import render_elicitation_schema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from askback._secret_words import looks_secret
 from askback.errors import DefinitionError
 
 __all__ = ["Argument", "Choice", "Confirm", "Default", "Fallback", "Form", "Link", "Question"]
@@ -34,41 +34,9 @@ M = TypeVar("M", bound=BaseModel)
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
 
-# Words that mark a field as asking for a credential. Form mode must never carry these (spec: use URL mode).
-_SECRET_WORDS = frozenset(
-    {"password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "cvv", "cvc", "cvv2", "otp", "pin", "iban"}
-)
-_SECRET_PAIRS = frozenset(
-    {
-        ("api", "key"),
-        ("access", "key"),
-        ("private", "key"),
-        ("secret", "key"),
-        ("card", "number"),
-        ("credit", "card"),
-        ("debit", "card"),
-        ("security", "code"),
-        ("account", "number"),
-        ("routing", "number"),
-        ("social", "security"),
-    }
-)
 _CREDENTIAL_PARAMS = frozenset(
     {"token", "access_token", "id_token", "refresh_token", "api_key", "apikey", "key", "secret", "password", "sig"}
 )
-
-
-def _words(text: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
-
-
-def looks_secret(text: str) -> bool:
-    """True when a field name, title or description asks for a password, key, token or payment credential."""
-    words = _words(text)
-    if any(w in _SECRET_WORDS for w in words):
-        return True
-    return any((a, b) in _SECRET_PAIRS for a, b in itertools.pairwise(words))
 
 
 # --- fallbacks -------------------------------------------------------------------------------------------------
