@@ -7,8 +7,8 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from askback import Askback, Choice, Confirm, DefinitionError, Form, Link
-from askback.questions import looks_secret
+from askback import Argument, Askback, Choice, Confirm, DefinitionError, Form, Link
+from askback._secret_words import looks_secret
 
 
 class Address(BaseModel):
@@ -151,3 +151,24 @@ def test_a_sync_tool_is_refused() -> None:
         @app.tool()
         def tool() -> str:  # type: ignore[type-var]
             return "x"
+
+
+def test_every_question_reads_an_answer_through_one_read() -> None:
+    plain = Confirm(key="sure", message="Sure?")
+    typed = Confirm(key="name", message="Type the name.", field="name", typed=True)
+    pick = Choice(key="env", message="Where?", options=["dev", "prod"], field="env")
+    assert plain.read({"confirm": True}) is True
+    assert typed.read({"name": "billing"}, expect="billing") is True
+    assert typed.read({"name": "bill"}, expect="billing") is False
+    assert pick.read({"env": "prod"}, expect="ignored") == "prod"
+    with pytest.raises(DefinitionError, match="expect="):
+        typed.read({"name": "billing"})
+
+
+def test_the_schema_handed_out_is_a_copy_and_the_question_is_never_changed() -> None:
+    pick = Choice(key="env", message="Where?", options=["dev", "prod"], field="env", fallback=Argument("env"))
+    schema = pick.schema
+    schema["properties"]["env"]["enum"].append("hacked")
+    assert pick.render()["requestedSchema"]["properties"]["env"]["enum"] == ["dev", "prod"]
+    assert pick.options == ["dev", "prod"] and pick.fallback == Argument("env")  # as given, not normalised in place
+    assert pick.fallback_error() == "env is required: one of dev, prod. Call the tool again with the env argument."

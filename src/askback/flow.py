@@ -386,11 +386,7 @@ class Flow:
             return Declined()
         if action == "cancel":
             return Cancelled()
-        if isinstance(question, Confirm):
-            return Accepted(question.read_expect(content, expect))
-        if isinstance(question, Link):
-            return Accepted(None)
-        return Accepted(question.read(content))
+        return Accepted(question.read(content, expect=expect))
 
     def _fallback(self, question: Question[Any]) -> Outcome[Any]:
         fb = question.fallback

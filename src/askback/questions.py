@@ -11,13 +11,14 @@ an `ElicitResult` back into a typed outcome. Neither does any I/O.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from dataclasses import field as dc_field
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
@@ -96,8 +97,9 @@ class Question(Generic[T]):
         """The `params` of the `elicitation/create` input request for this question."""
         raise NotImplementedError
 
-    def read(self, content: Mapping[str, Any] | None) -> T:
-        """Validate accepted content; raises `InvalidAnswer` with a message for the user."""
+    def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> T:
+        """Validate accepted content; raises `InvalidAnswer` with a message for the user. `expect` is the value a
+        typed confirmation must match; other questions ignore it."""
         raise NotImplementedError
 
     def fallback_error(self) -> str | None:
@@ -131,13 +133,33 @@ def _describe_errors(exc: ValidationError, schema: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "the answer did not match the form"
 
 
+@dataclass(frozen=True)
+class _Built:
+    """What a form question derives from its fields once: the pydantic model answers are validated with, and the
+    `requestedSchema` that goes on the wire."""
+
+    model: type[BaseModel]
+    schema: dict[str, Any]
+
+
 @dataclass(frozen=True, kw_only=True)
 class _FormBase(Question[T]):
-    _model: type[BaseModel] = dc_field(init=False, repr=False, compare=False)
-    _schema: dict[str, Any] = dc_field(init=False, repr=False, compare=False)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._built  # noqa: B018 - build now, so that a question that can never work fails where it is defined
 
-    def _build(self, model: type[BaseModel]) -> None:
-        object.__setattr__(self, "_model", model)
+    def _form_model(self) -> type[BaseModel]:
+        """The flat pydantic model of the form."""
+        raise NotImplementedError
+
+    def _adjust_schema(self, schema: dict[str, Any]) -> None:
+        """A last touch to the rendered schema (titles of choices)."""
+
+    @cached_property
+    def _built(self) -> _Built:
+        # cached_property stores into the instance's __dict__ directly: derived once, no field of the frozen
+        # question is ever changed.
+        model = self._form_model()
         try:
             schema = render_elicitation_schema(model)
         except TypeError as exc:
@@ -154,11 +176,21 @@ class _FormBase(Question[T]):
                         "Form answers pass through the client and the model; ask for passwords, tokens, API keys and "
                         "payment details with a Link (URL mode) to a page you host instead."
                     )
-        object.__setattr__(self, "_schema", schema)
+        self._adjust_schema(schema)
+        return _Built(model, schema)
+
+    @property
+    def _model(self) -> type[BaseModel]:
+        return self._built.model
+
+    @property
+    def _schema(self) -> dict[str, Any]:
+        return self._built.schema
 
     @property
     def schema(self) -> dict[str, Any]:
-        return self._schema
+        """The form's `requestedSchema`, a copy: changing it changes nothing that is sent."""
+        return copy.deepcopy(self._schema)
 
     def render(self, *, message: str | None = None, url: str | None = None) -> dict[str, Any]:
         if url is not None:
@@ -190,13 +222,12 @@ class Form(_FormBase[M]):
 
     model: type[M]
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _form_model(self) -> type[BaseModel]:
         if not (isinstance(self.model, type) and issubclass(self.model, BaseModel)):
             raise DefinitionError(f"question {self.key!r}: model must be a pydantic BaseModel subclass")
-        self._build(self.model)
+        return self.model
 
-    def read(self, content: Mapping[str, Any] | None) -> M:
+    def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> M:
         return cast(M, self._validate(content))
 
 
@@ -211,17 +242,12 @@ class Confirm(_FormBase[bool]):
     title: str = "Confirm"
     typed: bool = False
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _form_model(self) -> type[BaseModel]:
         kind: Any = str if self.typed else bool
         fields: dict[str, Any] = {self.field: (kind, Field(title=self.title))}
-        model = create_model(f"Confirm_{self.key}", __config__=ConfigDict(extra="ignore"), **fields)
-        self._build(model)
+        return create_model(f"Confirm_{self.key}", __config__=ConfigDict(extra="ignore"), **fields)
 
-    def read(self, content: Mapping[str, Any] | None) -> bool:
-        raise NotImplementedError  # answered through read_expect
-
-    def read_expect(self, content: Mapping[str, Any] | None, expect: str | None) -> bool:
+    def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> bool:
         value = getattr(self._validate(content), self.field)
         if self.typed:
             if expect is None:
@@ -241,34 +267,40 @@ class Choice(_FormBase[Any]):
     multiple: bool = False
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        values = list(self.options.keys() if isinstance(self.options, Mapping) else self.options)
+        values = self.values
         if not values or len(set(values)) != len(values) or not all(isinstance(v, str) and v for v in values):
             raise DefinitionError(f"question {self.key!r}: options must be distinct non-empty strings")
-        object.__setattr__(self, "options", tuple(values) if not isinstance(self.options, Mapping) else self.options)
-        literal: Any = Literal[tuple(values)]
+        super().__post_init__()
+
+    def _form_model(self) -> type[BaseModel]:
+        literal: Any = Literal[self.values]
         kind: Any = list[literal] if self.multiple else literal
         fields: dict[str, Any] = {
             self.field: (kind, Field(title=self.title or self.field.replace("_", " ").capitalize()))
         }
-        model = create_model(f"Choice_{self.key}", __config__=ConfigDict(extra="ignore"), **fields)
-        self._build(model)
+        return create_model(f"Choice_{self.key}", __config__=ConfigDict(extra="ignore"), **fields)
+
+    def _adjust_schema(self, schema: dict[str, Any]) -> None:
         if isinstance(self.options, Mapping):
-            prop = self._schema["properties"][self.field]
+            prop = schema["properties"][self.field]
             titled = [{"const": v, "title": t} for v, t in self.options.items()]
             if self.multiple:
                 prop["items"] = {"anyOf": titled}
             else:
                 prop.pop("enum", None)
                 prop["oneOf"] = titled
+
+    def fallback_error(self) -> str | None:
+        # An argument fallback without its own list of values takes the choice's.
         if isinstance(self.fallback, Argument) and self.fallback.values is None:
-            object.__setattr__(self, "fallback", Argument(self.fallback.name, tuple(values)))
+            return replace(self, fallback=Argument(self.fallback.name, self.values)).fallback_error()
+        return super().fallback_error()
 
     @property
     def values(self) -> tuple[str, ...]:
         return tuple(self.options.keys() if isinstance(self.options, Mapping) else self.options)
 
-    def read(self, content: Mapping[str, Any] | None) -> Any:
+    def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> Any:
         return getattr(self._validate(content), self.field)
 
 
@@ -336,5 +368,5 @@ class Link(Question[None]):
         check_link(target, key=self.key)
         return {"mode": "url", "message": message or self.message, "url": target}
 
-    def read(self, content: Mapping[str, Any] | None) -> None:
+    def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> None:
         return None
