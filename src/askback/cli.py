@@ -169,7 +169,7 @@ def serve(
 
         database = _run_with_database(server.settings.database_url, prepare)
     except AskbackError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), exc.exit_code) from None
     log = logging.getLogger("askback.serve")
     url = _http_url(host, port)
     log.info(
@@ -219,7 +219,7 @@ def db_upgrade(
     try:
         url = database or load_settings().database_url
     except AskbackError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), exc.exit_code) from None
 
     async def run() -> str | None:
         store = await Store.open(url, migrate=False, check=False)
@@ -232,7 +232,7 @@ def db_upgrade(
     try:
         revision = _run_with_database(url, run)
     except AskbackError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), exc.exit_code) from None
     typer.echo(f"database at revision {revision}")
 
 
@@ -342,7 +342,7 @@ def audit(
         url = database or load_settings().database_url
         events = _run_with_database(url, run)
     except AskbackError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), exc.exit_code) from None
     if as_json:
         for ev in events:
             row = {k: v for k, v in ev.__dict__.items() if v is not None and v != ()}
@@ -379,7 +379,7 @@ def demo(
     try:
         code = run_demo(interactive=interactive, workers=workers, port=port, database=database)
     except AskbackError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), exc.exit_code) from None
     except KeyboardInterrupt:
         # The demo server and its workers are stopped by now (demo_run.serving).
         typer.echo("\ninterrupted: the demo server and its workers are stopped", err=True)

@@ -1,13 +1,16 @@
 """The askback exception tree.
 
-Every error askback raises derives from `AskbackError`. Errors that reach the wire carry what the protocol
-needs (JSON-RPC code and data), so the mapping to MCP happens in exactly one place (`AskbackError.to_mcp_error`);
-the SDK's transport picks the HTTP status from the code (400 for -32021). Each message says what happened, why, and what to do next.
+Every error askback raises derives from `AskbackError`. Each carries what every boundary needs: the JSON-RPC
+`code` and `wire_data()` (`to_mcp_error` for the SDK, whose transport picks the HTTP status from the code), the
+`http_status` for replies askback's own HTTP pieces write, and the `exit_code` of the command line. Each message says what happened, why, and what to do next.
 
     AskbackError
     ├── ConfigurationError          bad or missing settings, refused at start-up
     ├── DefinitionError             a question or tool defined wrongly, refused when it is defined
     ├── MissingCapabilityError      -32021: this request did not declare what the question needs (HTTP 400)
+    ├── InvalidStateError           -32602: the requestState is not askback's (HTTP 400)
+    ├── HeaderMismatchError         -32020: MCP-Protocol-Version header and _meta disagree (HTTP 400)
+    ├── ProtocolVersionMissingError -32600: no MCP-Protocol-Version header and no session (HTTP 400)
     ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 # which every command does, does not import the SDK.
 INTERNAL_ERROR = -32603
 INVALID_PARAMS = -32602
+INVALID_REQUEST = -32600
+HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 
 __all__ = [
@@ -34,9 +39,12 @@ __all__ = [
     "ConfigurationError",
     "DefinitionError",
     "EffectInProgressError",
+    "HeaderMismatchError",
     "InvalidParamsError",
+    "InvalidStateError",
     "MissingCapabilityError",
     "ProbeError",
+    "ProtocolVersionMissingError",
     "RoundInProgressError",
     "StoreUnavailableError",
 ]
@@ -46,6 +54,8 @@ class AskbackError(Exception):
     """Base of every askback error."""
 
     code: int = INTERNAL_ERROR
+    http_status: int = 500
+    exit_code: int = 2
 
     def wire_data(self) -> dict[str, Any] | None:
         return None
@@ -69,6 +79,7 @@ class MissingCapabilityError(AskbackError):
     """The request did not declare a client capability that a question needs, and there is no fallback."""
 
     code = MISSING_REQUIRED_CLIENT_CAPABILITY
+    http_status = 400
 
     def __init__(self, required: dict[str, Any], message: str | None = None) -> None:
         self.required = required
@@ -103,6 +114,39 @@ class InvalidParamsError(AskbackError):
     """The request's parameters cannot be taken (text that is not valid Unicode, for one)."""
 
     code = INVALID_PARAMS
+    http_status = 400
+
+
+class InvalidStateError(InvalidParamsError):
+    """The `requestState` was sealed by this server's keys but does not hold askback's flow state. The message and
+    data are the SDK's own for a state that fails verification, so the two cannot be told apart from outside."""
+
+    def __init__(self) -> None:
+        super().__init__("Invalid or expired requestState")
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"reason": "invalid_request_state"}
+
+
+class HeaderMismatchError(AskbackError):
+    """R3: the `MCP-Protocol-Version` header names another version than the request's `_meta`."""
+
+    code = HEADER_MISMATCH
+    http_status = 400
+
+
+class ProtocolVersionMissingError(AskbackError):
+    """A request with neither an `MCP-Protocol-Version` header nor a session; `data.supported` lists the versions."""
+
+    code = INVALID_REQUEST
+    http_status = 400
+
+    def __init__(self, message: str, supported: list[str]) -> None:
+        super().__init__(message)
+        self.supported = supported
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"supported": self.supported}
 
 
 class ProbeError(AskbackError):

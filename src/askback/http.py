@@ -24,7 +24,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, PROTOCOL_VERSION_META_KEY
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -42,7 +42,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from askback.audit import instance_id
-from askback.errors import AskbackError
+from askback.errors import AskbackError, HeaderMismatchError, ProtocolVersionMissingError
 from askback.server import Askback
 
 __all__ = ["DemoTokenVerifier", "build_app"]
@@ -137,7 +137,7 @@ class _EraGuard:
         declared = _meta_version(body)
         if declared is not None and declared != header:
             message = f"MCP-Protocol-Version header {header!r} does not match _meta protocolVersion {declared!r}"
-            await _rpc_error(body, HEADER_MISMATCH, message)(scope, receive, send)
+            await _rpc_error(body, HeaderMismatchError(message))(scope, receive, send)
             return
         await self.app(scope, replay, send)
 
@@ -172,8 +172,8 @@ class _VersionHeaderRequired:
         body, replay = await _read_body(receive)
         method = _parsed(body).get("method")
         if isinstance(method, str) and method != "initialize":
-            data = {"supported": [*MODERN_PROTOCOL_VERSIONS, *HANDSHAKE_PROTOCOL_VERSIONS]}
-            await _rpc_error(body, INVALID_REQUEST, _VERSION_MISSING, data)(scope, receive, send)
+            supported = [*MODERN_PROTOCOL_VERSIONS, *HANDSHAKE_PROTOCOL_VERSIONS]
+            await _rpc_error(body, ProtocolVersionMissingError(_VERSION_MISSING, supported))(scope, receive, send)
             return
         await self.app(scope, replay, send)
 
@@ -201,11 +201,13 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
     return bytes(body), replay
 
 
-def _rpc_error(body: bytes, code: int, message: str, data: Any = None) -> Response:
-    error: dict[str, Any] = {"code": code, "message": message}
+def _rpc_error(body: bytes, exc: AskbackError) -> Response:
+    """The JSON-RPC error reply of an HTTP piece, for the request in `body`."""
+    error: dict[str, Any] = {"code": exc.code, "message": str(exc)}
+    data = exc.wire_data()
     if data is not None:
         error["data"] = data
-    return JSONResponse({"jsonrpc": "2.0", "id": _request_id(body), "error": error}, status_code=400)
+    return JSONResponse({"jsonrpc": "2.0", "id": _request_id(body), "error": error}, status_code=exc.http_status)
 
 
 def _parsed(body: bytes) -> dict[str, Any]:

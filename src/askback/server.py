@@ -35,7 +35,6 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    INVALID_PARAMS,
     CallToolResult,
     ElicitResult,
     InputRequiredResult,
@@ -56,6 +55,7 @@ from askback.errors import (
     ConfigurationError,
     DefinitionError,
     InvalidParamsError,
+    InvalidStateError,
     MissingCapabilityError,
     RoundInProgressError,
 )
@@ -490,9 +490,7 @@ class _Round:
         store = self._store = await app.store()
         if self.plaintext is not None and state is None:
             self.event("rejected", outcome="invalid_state", detail="requestState not minted by askback")
-            raise MCPError(
-                code=INVALID_PARAMS, message="Invalid or expired requestState", data={"reason": "invalid_request_state"}
-            )
+            raise InvalidStateError
         if state is not None:
             answered = await self._claim_round(store, state)
             if answered is not None:
