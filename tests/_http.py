@@ -19,7 +19,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from askback.demo_run import free_port, serving
 from askback.flow import FlowState
-from askback.rounds import Round, call_round
+from askback.rounds import Next, Round, call_round, drive_flow
 from askback.store import AuditEvent, AuditFilter, Store
 
 DEMO = "askback.demo:server"
@@ -93,17 +93,14 @@ async def run_flow(
 
     Start from the beginning, or from a round already received (`request_state` and the `responses` to it).
     """
-    steps: list[Step] = []
-    for _ in range(MAX_ROUNDS):
-        rnd = await call_round(url, tool, arguments, token=token, responses=responses, request_state=request_state)
-        steps.append(Step(responses, request_state, rnd))
-        if not isinstance(rnd.result, InputRequiredResult):
-            return steps
-        missing = asked_keys(rnd) - set(answers)
-        assert not missing, f"{tool} asked {sorted(missing)}, which the test has no answer for"
-        responses = {key: answers[key] for key in asked_keys(rnd)}
-        request_state = rnd.result.request_state
-    raise AssertionError(f"{tool} was still asking after {MAX_ROUNDS} rounds: {steps[-1].round!r}")
+
+    def answer(key: str, params: dict[str, Any]) -> ElicitResult:
+        assert key in answers, f"{tool} asked {key!r}, which the test has no answer for"
+        return answers[key]
+
+    start = Next(responses, request_state)
+    sent = await drive_flow(url, tool, arguments, answer, token=token, start=start, max_rounds=MAX_ROUNDS)
+    return [Step(request.responses, request.request_state, rnd) for request, rnd in sent]
 
 
 def flow_id(server: Served, request_state: str) -> str:

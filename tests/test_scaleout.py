@@ -20,7 +20,7 @@ import pytest
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from _http import RawReply, post_call
-from askback.rounds import Round, call_round
+from askback.rounds import Round, call_round, drive_flow
 from askback.store import AuditFilter, Store
 from infra import Instance, Nginx, Postgres, postgres, run_askback
 
@@ -73,22 +73,10 @@ async def drive(url: str, service: str, user: str, environment: str = "productio
         "pick_env": ElicitResult(action="accept", content={"environment": environment}),
         "confirm_prod": ElicitResult(action="accept", content={"confirm": True}),
     }
-    rounds = [await call_round(url, "deploy", {"service": service}, token=f"demo-{user}")]
-    while isinstance(rounds[-1].result, InputRequiredResult):
-        previous = rounds[-1].result
-        assert len(rounds) < 5
-        responses = {key: answers[key] for key in previous.input_requests or {}}
-        rounds.append(
-            await call_round(
-                url,
-                "deploy",
-                {"service": service},
-                token=f"demo-{user}",
-                responses=responses,
-                request_state=previous.request_state,
-            )
-        )
-    return rounds
+    sent = await drive_flow(
+        url, "deploy", {"service": service}, lambda key, _params: answers[key], token=f"demo-{user}", max_rounds=4
+    )
+    return [rnd for _, rnd in sent]
 
 
 async def deployments(cluster: Cluster) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import secrets
 import signal
@@ -32,12 +33,12 @@ from typing import Any
 
 import anyio
 import httpx
-from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+from mcp_types import CallToolResult, ElicitResult
 from rich.console import Console
 from rich.markup import escape
 
 from askback.errors import ConfigurationError
-from askback.rounds import Round, call_round
+from askback.rounds import Round, call_round, flow_plan
 
 # soft_wrap: a command line the demo prints must stay whole, to be copied.
 console = Console(soft_wrap=True)
@@ -242,30 +243,34 @@ def _drive(url: str, user: str, tool: str, arguments: dict[str, Any], interactiv
     console.rule(f"[bold]{user}[/] calls [cyan]{tool}[/] {escape(str(arguments))}")
     if interactive and tool == "delete_project":
         _show_projects(url, user)
-    responses: dict[str, ElicitResult] | None = None
-    state: str | None = None
     instances: set[str] = set()
-    for number in range(1, 10):
-        rnd = _round(url, tool, arguments, token=f"demo-{user}", responses=responses, request_state=state)
+
+    def answer(key: str, params: dict[str, Any]) -> ElicitResult:
+        console.print(f"    asks [bold]{key}[/]: {escape(str(params.get('message')))}")
+        given = _answer(key, params, interactive)
+        console.print(f"    answers {given.action} {escape(str(given.content or ''))}")
+        return given
+
+    # One event loop per round: the person is asked between rounds, where one Ctrl-C stops the demo at once.
+    plan = flow_plan(answer)
+    request = next(plan)
+    for number in itertools.count(1):
+        rnd = _round(
+            url, tool, arguments, token=f"demo-{user}", responses=request.responses, request_state=request.request_state
+        )
         instances.add(rnd.instance or "?")
         where = f"[dim]served by worker {rnd.instance}[/]"
         if rnd.error is not None:
             console.print(f"  round {number}: error {rnd.error.error.code} {escape(rnd.error.error.message)} {where}")
-            break
-        if isinstance(rnd.result, CallToolResult):
+        elif isinstance(rnd.result, CallToolResult):
             text = " ".join(getattr(c, "text", "") for c in rnd.result.content)
             console.print(f"  round {number}: [green]complete[/] {escape(repr(text))} {where}")
+        else:
+            console.print(f"  round {number}: [yellow]input_required[/] {where}")
+        try:
+            request = plan.send(rnd)
+        except StopIteration:
             break
-        assert isinstance(rnd.result, InputRequiredResult)
-        console.print(f"  round {number}: [yellow]input_required[/] {where}")
-        responses = {}
-        for key, request in (rnd.result.input_requests or {}).items():
-            params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
-            console.print(f"    asks [bold]{key}[/]: {escape(str(params.get('message')))}")
-            answer = _answer(key, params, interactive)
-            console.print(f"    answers {answer.action} {escape(str(answer.content or ''))}")
-            responses[key] = answer
-        state = rnd.result.request_state
     return instances
 
 

@@ -329,7 +329,8 @@ class Store:
         if is_sqlite and not migrate and check:
             _require_sqlite_file(parsed)
         if is_sqlite:
-            _probe_sqlite_file(parsed)
+            # In a thread: another process may hold the file's lock while it creates or migrates it.
+            await anyio.to_thread.run_sync(_probe_sqlite_file, parsed)
         store = cls(
             _create_engine(parsed),
             safe_url=parsed.render_as_string(hide_password=True),
@@ -796,7 +797,7 @@ def _probe_sqlite_file(url: URL) -> None:
     if database in ("", ":memory:") or database.startswith("file:"):
         return
     try:
-        with contextlib.closing(sqlite3.connect(database)) as db:
+        with contextlib.closing(sqlite3.connect(database, timeout=_SQLITE_BUSY_TIMEOUT_MS / 1000)) as db:
             db.execute("PRAGMA schema_version").fetchone()
     except sqlite3.DatabaseError as exc:
         reason = _first_line(exc)
