@@ -21,12 +21,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, NoReturn, TypeVar, cast
 
 import anyio.to_thread
 from alembic import command
@@ -788,28 +789,41 @@ def _require_sqlite_file(url: URL) -> None:
 
 
 def _probe_sqlite_file(url: URL) -> None:
-    """Open the SQLite file once with the plain driver before the async engine does.
+    """Open the SQLite file once with the plain driver, and put it in WAL mode, before the async engine does.
 
     A file that is not a database, or a path that cannot be opened, is then reported here in words. Through the
     async driver it would surface later, and a failed aiosqlite connect leaves a worker thread that calls back into
-    the event loop after the caller's loop has closed (a stray "Event loop is closed" traceback)."""
+    the event loop after the caller's loop has closed (a stray "Event loop is closed" traceback). WAL is set once,
+    here: several openers of a new file would otherwise each switch it from a rollback journal, and SQLite answers
+    such a collision "locked" at once, without waiting, so it is retried until the busy timeout. Runs in a thread."""
     database = url.database or ""
     if database in ("", ":memory:") or database.startswith("file:"):
         return
-    try:
-        with contextlib.closing(sqlite3.connect(database, timeout=_SQLITE_BUSY_TIMEOUT_MS / 1000)) as db:
-            db.execute("PRAGMA schema_version").fetchone()
-    except sqlite3.DatabaseError as exc:
-        reason = _first_line(exc)
-        if "not a database" in reason:
-            raise ConfigurationError(
-                f"{database} is not an SQLite database ({reason}); point ASKBACK_DATABASE_URL at an askback SQLite "
-                "database, or at a path where askback may create one (sqlite:///askback.db)"
-            ) from None
-        raise StoreUnavailableError(
-            f"Could not open the SQLite database at {database} ({reason}). Check that its folder exists and that "
-            "this user may read and write there, or correct ASKBACK_DATABASE_URL."
+    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            with contextlib.closing(sqlite3.connect(database, timeout=_SQLITE_BUSY_TIMEOUT_MS / 1000)) as db:
+                db.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() > deadline:
+                _refuse_sqlite_file(database, exc)
+            time.sleep(0.01)
+        except sqlite3.DatabaseError as exc:
+            _refuse_sqlite_file(database, exc)
+
+
+def _refuse_sqlite_file(database: str, exc: sqlite3.DatabaseError) -> NoReturn:
+    reason = _first_line(exc)
+    if "not a database" in reason:
+        raise ConfigurationError(
+            f"{database} is not an SQLite database ({reason}); point ASKBACK_DATABASE_URL at an askback SQLite "
+            "database, or at a path where askback may create one (sqlite:///askback.db)"
         ) from None
+    raise StoreUnavailableError(
+        f"Could not open the SQLite database at {database} ({reason}). Check that its folder exists and that "
+        "this user may read and write there, or correct ASKBACK_DATABASE_URL."
+    ) from None
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
