@@ -196,12 +196,17 @@ async def test_a_pushed_question_never_answered_completes_too_late_at_the_flow_d
     assert [(e.event, e.outcome) for e in trail] == [("asked", None), ("completed", "expired")]
 
 
-async def test_a_pushed_question_beyond_the_process_cap_completes_without_asking(
-    make_settings: Callable[..., Any], clock: FrozenClock
+@pytest.mark.parametrize(
+    ("cap", "one_session"),
+    [("max_pending_pushes", False), ("max_pending_pushes_per_session", True)],
+    ids=["process-cap-across-sessions", "session-cap-in-one-session"],
+)
+async def test_a_pushed_question_beyond_a_cap_completes_without_asking(
+    make_settings: Callable[..., Any], clock: FrozenClock, cap: str, one_session: bool
 ) -> None:
     CONNECTED.add("ada")
     BOOKED.clear()
-    app = build(make_settings(max_pending_pushes=1), clock)
+    app = build(make_settings(**{cap: 1}), clock)
     pushed = anyio.Event()
     release = anyio.Event()
 
@@ -211,54 +216,26 @@ async def test_a_pushed_question_beyond_the_process_cap_completes_without_asking
         return ElicitResult(action="decline")
 
     texts: list[str] = []
+    async with app.running(), Client(app.mcp, mode="legacy", elicitation_callback=holds) as shared:
 
-    async def call(slot: str) -> None:
-        async with Client(app.mcp, mode="legacy", elicitation_callback=holds) as client:
-            texts.append((await client.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
+        async def call(slot: str) -> None:
+            if one_session:
+                texts.append((await shared.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
+                return
+            async with Client(app.mcp, mode="legacy", elicitation_callback=holds) as client:
+                texts.append((await client.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
 
-    async with app.running():
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call, "a")
                 await pushed.wait()
-                await call("b")  # another session, while the process already holds its one pending question
+                await call("b")  # the one pending question allowed is already held
                 assert texts == [texts[0]] and texts[0].startswith("Not asked: too many questions")
+                assert app._pushes.total == 1
                 release.set()
         trail = await (await app.store()).audit(AuditFilter(tool="book", event="completed"))
     assert sorted(t.split(":")[0] for t in texts) == ["Cancelled", "Not asked"]
     assert sorted(e.outcome or "" for e in trail) == ["declined", "too_many_pending"]
-    assert BOOKED == [] and app._pushes.total == 0
-
-
-async def test_a_second_pending_question_in_one_session_is_not_pushed(
-    make_settings: Callable[..., Any], clock: FrozenClock
-) -> None:
-    CONNECTED.add("ada")
-    BOOKED.clear()
-    app = build(make_settings(max_pending_pushes_per_session=1), clock)
-    pushed = anyio.Event()
-    release = anyio.Event()
-
-    async def holds(context: Any, params: Any) -> ElicitResult:
-        pushed.set()
-        await release.wait()
-        return ElicitResult(action="decline")
-
-    texts: list[str] = []
-    async with app.running(), Client(app.mcp, mode="legacy", elicitation_callback=holds) as client:
-
-        async def call(slot: str) -> None:
-            texts.append((await client.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
-
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call, "a")
-                await pushed.wait()
-                await call("b")  # the same session already has its one pending question
-                assert texts == [texts[0]] and texts[0].startswith("Not asked: too many questions")
-                assert app._pushes.total == 1
-                release.set()
-    assert sorted(t.split(":")[0] for t in texts) == ["Cancelled", "Not asked"]
     assert BOOKED == [] and app._pushes.total == 0
 
 
