@@ -59,8 +59,8 @@ from mcp_types import (
 )
 
 import askback
-from askback.demo_run import free_port
-from askback.http import build_app
+from askback.server.http import build_app
+from askback.testing import free_port
 
 MODE = "2026-07-28"
 TOOL = "write"

@@ -49,8 +49,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, InputResponses
 
-from askback.demo_run import free_port
 from askback.store import Store
+from askback.testing import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's infrastructure: PostgreSQL, `askback serve`, nginx

@@ -1,7 +1,7 @@
 """Real `askback serve` processes on loopback, and helpers to drive flows against them and read back what happened.
 
 A test starts the demo server with `served(...)` (real worker processes, a real SQLite file), drives rounds with
-the official SDK client through `askback.rounds.call_round` (one fresh connection per round, so consecutive rounds
+the official SDK client through `askback.testing.call_round` (one fresh connection per round, so consecutive rounds
 can land on different workers), and checks the outcome through the read-only demo tools and the audit trail.
 """
 
@@ -17,10 +17,11 @@ import httpx
 from mcp.server.request_state import AESGCMRequestStateCodec
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
-from askback.demo_run import free_port, serving
-from askback.flow import FlowState
-from askback.rounds import Next, Round, call_round, drive_flow
-from askback.store import AuditEvent, AuditFilter, Store
+from askback.audit import AuditEvent, AuditFilter
+from askback.core.plan import Next, Round
+from askback.core.state import FlowState
+from askback.store import Store
+from askback.testing import call_round, drive_flow, free_port, serving
 
 DEMO = "askback.demo:server"
 # A flow of the demo takes at most three rounds; anything beyond this is a server asking in circles.

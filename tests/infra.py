@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from askback.demo_run import free_port
+from askback.testing import free_port
 
 
 def run_askback(

@@ -13,8 +13,8 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
 from askback import Askback, Choice, Default, Flow, Form, Link
+from askback.audit import AuditFilter
 from askback.clock import FrozenClock
-from askback.store import AuditFilter
 
 pytestmark = pytest.mark.anyio
 

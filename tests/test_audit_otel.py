@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from askback import Askback
-from askback.store import AuditFilter
+from askback.audit import AuditFilter
 
 pytestmark = pytest.mark.anyio
 

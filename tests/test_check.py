@@ -20,7 +20,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from askback.check import (
+from askback.cli.check import register
+from askback.errors import ProbeError
+from askback.testing import free_port, serving
+from askback.tools.check import (
     CHECKS,
     Exchange,
     Recorded,
@@ -33,9 +36,6 @@ from askback.check import (
     run_check,
     tamper,
 )
-from askback.check_cli import register
-from askback.demo_run import free_port, serving
-from askback.errors import ProbeError
 from infra import wait_until
 
 FIXTURES = Path(__file__).parent / "fixtures"

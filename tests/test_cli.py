@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from askback.cli import app
-from askback.demo_run import free_port
+from askback.testing import free_port
 from infra import run_askback
 
 runner = CliRunner()

@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult
 
-from askback.demo_run import free_port, serving
+from askback.testing import free_port, serving
 
 pytestmark = pytest.mark.anyio
 

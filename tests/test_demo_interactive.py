@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from askback.demo_run import free_port
+from askback.testing import free_port
 
 DEMO_SERVER = b"askback.demo:server"
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from askback import Askback, Confirm, DefinitionError, Flow, Link
+from askback.audit import AuditFilter
 from askback.clock import FrozenClock
-from askback.store import AuditFilter
 
 pytestmark = pytest.mark.anyio
 
@@ -87,7 +88,9 @@ async def test_an_outcome_that_is_not_json_is_refused_but_the_effect_is_not_repe
     assert RUNS == ["object"]
 
 
-async def test_a_claim_whose_process_died_is_taken_over_after_the_lease(app: Askback, clock: FrozenClock) -> None:
+async def test_a_claim_whose_process_died_is_waited_for_on_the_injected_clock_then_taken_over_after_the_lease(
+    app: Askback, clock: FrozenClock
+) -> None:
     async with Client(app.mcp, elicitation_callback=_never) as client:
         state, answers = await final_round(client, "apollo")
         # Another instance claimed this effect and died before recording an outcome.
@@ -97,14 +100,62 @@ async def test_a_claim_whose_process_died_is_taken_over_after_the_lease(app: Ask
         claim = await store.claim_effect(flow_id, "launch", instance="dead:1", at=clock.now())
         assert claim.status == "won"
 
-        with pytest.raises(MCPError, match="still running on another instance"):
-            await send(client, "apollo", state, answers)
+        refused: list[BaseException] = []
+
+        async def replay() -> None:
+            try:
+                await send(client, "apollo", state, answers)
+            except MCPError as exc:
+                refused.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(replay)
+            # The replay waits for the other attempt on the app's clock: it is still waiting until the clock moves.
+            await clock.until_sleeping()
+            assert refused == []
+            clock.advance(0.3)  # ASKBACK_EFFECT_WAIT
+        assert len(refused) == 1 and "still running on another instance" in str(refused[0])
         assert RUNS == []
 
         clock.advance(61)  # past the lease: the dead claim is taken over
         done = await send(client, "apollo", state, answers)
     assert isinstance(done, CallToolResult) and done.content[0].text == "Launched apollo."  # type: ignore[union-attr]
     assert RUNS == ["apollo"]
+
+
+async def test_a_replay_waiting_for_an_effect_in_the_same_process_wakes_when_it_finishes_without_the_clock_moving(
+    make_settings: Callable[..., Any], clock: FrozenClock
+) -> None:
+    release = anyio.Event()
+    runs: list[str] = []
+    app = Askback("slow", settings=make_settings(effect_wait=30, effect_lease=60), clock=clock)
+
+    @app.tool()
+    async def launch(name: str, flow: Flow) -> str:
+        flow.ask(Confirm(key="go", message=f"Launch {name}?"))
+
+        async def fire() -> str:
+            runs.append(name)
+            await release.wait()
+            return name
+
+        return f"Launched {await flow.once('launch', fire)}."
+
+    async with app.running(), Client(app.mcp, elicitation_callback=_never) as client:
+        state, answers = await final_round(client, "apollo")
+        results: list[Any] = []
+
+        async def copy() -> None:
+            results.append(await send(client, "apollo", state, answers))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(copy)
+            tg.start_soon(copy)
+            await clock.until_sleeping()  # one copy runs the effect, the other waits for it
+            release.set()
+    texts = [r.content[0].text for r in results]
+    assert texts == ["Launched apollo.", "Launched apollo."]
+    assert runs == ["apollo"]
 
 
 async def test_an_answer_to_a_question_not_yet_asked_is_ignored_and_audited(demo: Askback) -> None:

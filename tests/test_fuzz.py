@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _http import Served, served, state_of
-from askback.rounds import call_round
+from askback.testing import call_round
 
 pytestmark = [pytest.mark.http, pytest.mark.fuzz]
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from askback import Askback, load_settings
-from askback.http import DemoTokenVerifier, build_app
+from askback.server.http import DemoTokenVerifier, build_app
 
 pytestmark = pytest.mark.anyio
 

@@ -38,8 +38,9 @@ from _http import (
     state_of,
     text,
 )
-from askback.rounds import Round, call_round
-from askback.store import AuditEvent
+from askback.audit import AuditEvent
+from askback.core.plan import Round
+from askback.testing import call_round
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 

@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, InputRequiredResult
 
 from askback import Askback
-from askback.store import AuditEvent, AuditFilter
+from askback.audit import AuditEvent, AuditFilter
 
 pytestmark = pytest.mark.anyio
 
@@ -54,8 +54,8 @@ async def test_an_argument_with_unstorable_text_is_invalid_params_and_audited(de
 
 async def test_the_audit_trail_stores_unstorable_text_escaped_rather_than_lose_the_event(demo: Askback) -> None:
     store = await demo.store()
-    await store.add_audit(
-        AuditEvent(event="rejected", at=1.0, tool="t\ud800", detail="d\x00", content={"k\udfff": "v\x00"})
+    await store.add_audit_many(
+        [AuditEvent(event="rejected", at=1.0, tool="t\ud800", detail="d\x00", content={"k\udfff": "v\x00"})]
     )
     (event,) = await store.audit(AuditFilter(event="rejected"))
     assert (event.tool, event.detail) == ("t\\ud800", "d\\x00")

@@ -19,10 +19,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
 from askback import Askback, Confirm, Flow, Link
+from askback.audit import AuditFilter
 from askback.clock import FrozenClock
-from askback.demo_run import free_port, serving
-from askback.server import _PendingPushes
-from askback.store import AuditFilter
+from askback.server.legacy import PendingPushes
+from askback.testing import free_port, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -240,7 +240,7 @@ async def test_a_pushed_question_beyond_a_cap_completes_without_asking(
 
 
 def test_the_pending_push_caps_count_per_session_and_per_process() -> None:
-    pushes = _PendingPushes(total=3, per_session=2)
+    pushes = PendingPushes(total=3, per_session=2)
     one, two = object(), object()
     with pushes.slot(one) as a, pushes.slot(one) as b, pushes.slot(one) as c:
         assert (a, b, c) == (True, True, False)

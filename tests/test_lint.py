@@ -11,8 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from askback.lint import RULES, Finding, lint_paths, lint_source, parse_codes, render_json, render_text
-from askback.lint_cli import register
+from askback.cli.lint import register
+from askback.tools.lint import RULES, Finding, lint_paths, lint_source, parse_codes, render_json, render_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lint"
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from askback import Argument, Askback, Choice, Confirm, DefinitionError, Form, Link
-from askback._secret_words import looks_secret
+from askback.core.secret_words import looks_secret
 
 
 class Address(BaseModel):

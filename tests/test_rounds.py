@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, TextContent
 
-from askback.rounds import Next, Round, flow_plan
+from askback.core.plan import Next, Round, flow_plan
 
 
 def asking(key: str, state: str) -> Round:

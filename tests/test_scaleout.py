@@ -20,8 +20,10 @@ import pytest
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from _http import RawReply, post_call
-from askback.rounds import Round, call_round, drive_flow
-from askback.store import AuditFilter, Store
+from askback.audit import AuditFilter
+from askback.core.plan import Round
+from askback.store import Store
+from askback.testing import call_round, drive_flow
 from infra import Instance, Nginx, Postgres, postgres, run_askback
 
 pytestmark = [

@@ -54,7 +54,7 @@ def test_settings_come_from_askback_environment_variables(monkeypatch: pytest.Mo
 
 
 def test_a_bad_database_url_is_refused_without_echoing_the_password() -> None:
-    from askback.store import normalize_database_url
+    from askback.db.urls import normalize_database_url
 
     with pytest.raises(ConfigurationError) as err:
         normalize_database_url("mysql://u:hunter2@db/x")

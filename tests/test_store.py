@@ -15,8 +15,11 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import askback.store
+from _store import completion, count_effects, record_completion
+from askback.audit import AuditEvent, AuditFilter
+from askback.db.urls import normalize_database_url
 from askback.errors import ConfigurationError, StoreUnavailableError
-from askback.store import AuditEvent, AuditFilter, EffectClaim, Store, normalize_database_url
+from askback.store import EffectClaim, Store
 from askback.store._models import VERSION_TABLE, Base
 
 
@@ -38,16 +41,7 @@ async def store(db_url: str, anyio_backend: str) -> AsyncIterator[Store]:
 
 
 def test_store_exports_exactly_its_interface() -> None:
-    assert set(askback.store.__all__) == {
-        "AuditEvent",
-        "AuditFilter",
-        "Completion",
-        "EffectClaim",
-        "RoundClaim",
-        "Store",
-        "normalize_database_url",
-        "unavailable_error",
-    }
+    assert set(askback.store.__all__) == {"MIGRATIONS", "Completion", "EffectClaim", "RoundClaim", "Store"}
 
 
 # Database URLs ----------------------------------------------------------------------------------------------
@@ -296,14 +290,14 @@ async def test_effect_of_an_unknown_flow_is_none(store: Store) -> None:
 
 @pytest.mark.anyio
 async def test_count_effects_counts_claimed_effects_in_all_or_by_name(store: Store) -> None:
-    assert await store.count_effects() == 0
+    assert await count_effects(store) == 0
     await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
     await store.claim_effect("flow-2", "deploy", instance="a:1", at=10.0)
     await store.finish_effect("flow-2", "deploy", "ok", at=11.0)
     await store.claim_effect("flow-1", "notify", instance="a:1", at=10.0)
-    assert await store.count_effects() == 3
-    assert await store.count_effects("deploy") == 2
-    assert await store.count_effects("rollback") == 0
+    assert await count_effects(store) == 3
+    assert await count_effects(store, "deploy") == 2
+    assert await count_effects(store, "rollback") == 0
 
 
 async def _claim_many(stores: list[Store], attempts: int) -> list[EffectClaim]:
@@ -322,7 +316,7 @@ async def _claim_many(stores: list[Store], attempts: int) -> list[EffectClaim]:
 async def test_concurrent_claims_in_one_process_yield_exactly_one_winner(store: Store) -> None:
     claims = await _claim_many([store], attempts=12)
     assert sorted(c.status for c in claims) == ["running"] * 11 + ["won"]
-    assert await store.count_effects("deploy") == 1
+    assert await count_effects(store, "deploy") == 1
 
 
 @pytest.mark.anyio
@@ -346,23 +340,23 @@ async def test_concurrent_claims_from_two_stores_on_one_file_yield_exactly_one_w
 
 @pytest.mark.anyio
 async def test_a_flow_has_no_completion_before_it_completes(store: Store) -> None:
-    assert await store.completion("flow-1") is None
+    assert await completion(store, "flow-1") is None
 
 
 @pytest.mark.anyio
 async def test_the_first_completion_wins_and_replays_read_it_back(store: Store) -> None:
-    first = await store.record_completion("flow-1", tool="deploy", principal="alice", result={"ok": 1}, at=10.0)
-    second = await store.record_completion("flow-1", tool="deploy", principal="alice", result={"ok": 2}, at=11.0)
+    first = await record_completion(store, "flow-1", tool="deploy", principal="alice", result={"ok": 1}, at=10.0)
+    second = await record_completion(store, "flow-1", tool="deploy", principal="alice", result={"ok": 2}, at=11.0)
     assert first.result == second.result == {"ok": 1}
     assert first.first and not second.first
-    assert await store.completion("flow-1") == {"ok": 1}
+    assert await completion(store, "flow-1") == {"ok": 1}
 
 
 @pytest.mark.anyio
 async def test_a_completion_reads_back_as_json(store: Store) -> None:
-    stored = await store.record_completion("flow-1", tool="t", principal=None, result=("a", 1), at=10.0)
+    stored = await record_completion(store, "flow-1", tool="t", principal=None, result=("a", 1), at=10.0)
     assert stored.result == ["a", 1]
-    assert await store.completion("flow-1") == ["a", 1]
+    assert await completion(store, "flow-1") == ["a", 1]
 
 
 @pytest.mark.anyio
@@ -371,7 +365,7 @@ async def test_concurrent_completions_from_two_stores_agree_on_one_result(db_url
     results: list[Any] = []
 
     async def complete(store: Store, n: int) -> None:
-        results.append(await store.record_completion("flow-1", tool="t", principal=None, result={"n": n}, at=1.0))
+        results.append(await record_completion(store, "flow-1", tool="t", principal=None, result={"n": n}, at=1.0))
 
     try:
         async with anyio.create_task_group() as tg:
@@ -380,7 +374,7 @@ async def test_concurrent_completions_from_two_stores_agree_on_one_result(db_url
         assert len(results) == 8
         assert all(r.result == results[0].result for r in results)
         assert sum(r.first for r in results) == 1
-        assert await second.completion("flow-1") == results[0].result
+        assert await completion(second, "flow-1") == results[0].result
     finally:
         await first.close()
         await second.close()
@@ -406,7 +400,7 @@ async def test_an_audit_event_reads_back_with_every_field(store: Store) -> None:
         detail="answered in the browser",
         instance="web-1:4242",
     )
-    await store.add_audit(event)
+    await store.add_audit_many([event])
     [read] = await store.audit()
     assert read.id is not None
     assert read == AuditEvent(**{**event.__dict__, "id": read.id})
@@ -415,7 +409,7 @@ async def test_an_audit_event_reads_back_with_every_field(store: Store) -> None:
 @pytest.mark.anyio
 async def test_audit_lists_events_oldest_first(store: Store) -> None:
     for at in (30.0, 10.0, 20.0):
-        await store.add_audit(AuditEvent(event="asked", at=at))
+        await store.add_audit_many([AuditEvent(event="asked", at=at)])
     assert [e.at for e in await store.audit()] == [10.0, 20.0, 30.0]
 
 
@@ -446,40 +440,40 @@ _EVENTS = [
 )
 async def test_audit_filters_by_each_field(store: Store, flt: AuditFilter, expected: list[float]) -> None:
     for event in _EVENTS:
-        await store.add_audit(event)
+        await store.add_audit_many([event])
     assert [e.at for e in await store.audit(flt)] == expected
 
 
 @pytest.mark.anyio
 async def test_audit_contains_searches_content_outcome_and_detail_ignoring_case(store: Store) -> None:
-    await store.add_audit(AuditEvent(event="answered", at=1.0, content={"region": "EU-West"}))
-    await store.add_audit(AuditEvent(event="completed", at=2.0, outcome="deployed eu-west"))
-    await store.add_audit(AuditEvent(event="rejected", at=3.0, detail="no eu-west quota"))
-    await store.add_audit(AuditEvent(event="asked", at=4.0, tool="eu-west"))
+    await store.add_audit_many([AuditEvent(event="answered", at=1.0, content={"region": "EU-West"})])
+    await store.add_audit_many([AuditEvent(event="completed", at=2.0, outcome="deployed eu-west")])
+    await store.add_audit_many([AuditEvent(event="rejected", at=3.0, detail="no eu-west quota")])
+    await store.add_audit_many([AuditEvent(event="asked", at=4.0, tool="eu-west")])
     found = await store.audit(AuditFilter(contains="eu-WEST"))
     assert [e.at for e in found] == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.anyio
 async def test_audit_contains_takes_percent_and_underscore_literally(store: Store) -> None:
-    await store.add_audit(AuditEvent(event="completed", at=1.0, outcome="100% done"))
-    await store.add_audit(AuditEvent(event="completed", at=2.0, outcome="100 done"))
-    await store.add_audit(AuditEvent(event="completed", at=3.0, detail="a_b"))
-    await store.add_audit(AuditEvent(event="completed", at=4.0, detail="axb"))
+    await store.add_audit_many([AuditEvent(event="completed", at=1.0, outcome="100% done")])
+    await store.add_audit_many([AuditEvent(event="completed", at=2.0, outcome="100 done")])
+    await store.add_audit_many([AuditEvent(event="completed", at=3.0, detail="a_b")])
+    await store.add_audit_many([AuditEvent(event="completed", at=4.0, detail="axb")])
     assert [e.at for e in await store.audit(AuditFilter(contains="100%"))] == [1.0]
     assert [e.at for e in await store.audit(AuditFilter(contains="a_b"))] == [3.0]
 
 
 @pytest.mark.anyio
 async def test_audit_contains_finds_accented_text_in_content(store: Store) -> None:
-    await store.add_audit(AuditEvent(event="answered", at=1.0, content={"city": "Zürich"}))
+    await store.add_audit_many([AuditEvent(event="answered", at=1.0, content={"city": "Zürich"})])
     assert len(await store.audit(AuditFilter(contains="Zürich"))) == 1
 
 
 @pytest.mark.anyio
 async def test_audit_limit_keeps_the_newest_events_oldest_first(store: Store) -> None:
     for at in range(1, 6):
-        await store.add_audit(AuditEvent(event="asked", at=float(at)))
+        await store.add_audit_many([AuditEvent(event="asked", at=float(at))])
     assert [e.at for e in await store.audit(AuditFilter(limit=2))] == [4.0, 5.0]
 
 

@@ -25,8 +25,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from askback.demo_run import free_port, serving
-from askback.store import AuditEvent, AuditFilter, Store
+from askback.audit import AuditEvent, AuditFilter
+from askback.store import Store
+from askback.testing import free_port, serving
 
 pytestmark = pytest.mark.http
 

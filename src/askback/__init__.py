@@ -12,7 +12,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from askback.core.answers import Accepted, Cancelled, Declined, Outcome
+    from askback.core.flow import Flow
+    from askback.core.questions import Argument, Choice, Confirm, Default, Form, Link, Question
     from askback.errors import (
+        ArgumentRequiredError,
         AskbackError,
         ConfigurationError,
         DefinitionError,
@@ -23,9 +27,7 @@ if TYPE_CHECKING:
         RoundInProgressError,
         StoreUnavailableError,
     )
-    from askback.flow import Accepted, Cancelled, Declined, Flow, Outcome
-    from askback.questions import Argument, Choice, Confirm, Default, Form, Link, Question
-    from askback.server import Askback, current_principal
+    from askback.server.app import Askback, current_principal
     from askback.settings import Settings, load_settings
 
 _WHERE = {
@@ -38,20 +40,21 @@ _WHERE = {
     "ProbeError": "askback.errors",
     "RoundInProgressError": "askback.errors",
     "StoreUnavailableError": "askback.errors",
-    "Accepted": "askback.flow",
-    "Cancelled": "askback.flow",
-    "Declined": "askback.flow",
-    "Flow": "askback.flow",
-    "Outcome": "askback.flow",
-    "Argument": "askback.questions",
-    "Choice": "askback.questions",
-    "Confirm": "askback.questions",
-    "Default": "askback.questions",
-    "Form": "askback.questions",
-    "Link": "askback.questions",
-    "Question": "askback.questions",
-    "Askback": "askback.server",
-    "current_principal": "askback.server",
+    "ArgumentRequiredError": "askback.errors",
+    "Accepted": "askback.core.answers",
+    "Cancelled": "askback.core.answers",
+    "Declined": "askback.core.answers",
+    "Outcome": "askback.core.answers",
+    "Flow": "askback.core.flow",
+    "Argument": "askback.core.questions",
+    "Choice": "askback.core.questions",
+    "Confirm": "askback.core.questions",
+    "Default": "askback.core.questions",
+    "Form": "askback.core.questions",
+    "Link": "askback.core.questions",
+    "Question": "askback.core.questions",
+    "Askback": "askback.server.app",
+    "current_principal": "askback.server.app",
     "Settings": "askback.settings",
     "load_settings": "askback.settings",
 }
@@ -59,6 +62,7 @@ _WHERE = {
 __all__ = [
     "Accepted",
     "Argument",
+    "ArgumentRequiredError",
     "Askback",
     "AskbackError",
     "Cancelled",

@@ -38,6 +38,7 @@ class FrozenClock:
 
     at: float = field(default_factory=time.time)
     _sleepers: list[tuple[float, anyio.Event]] = field(default_factory=list, repr=False, compare=False)
+    _new_sleeper: anyio.Event | None = field(default=None, repr=False, compare=False)
 
     def now(self) -> float:
         return self.at
@@ -54,11 +55,21 @@ class FrozenClock:
             return
         sleeper = (at, anyio.Event())
         self._sleepers.append(sleeper)
+        if self._new_sleeper is not None:
+            self._new_sleeper.set()
         try:
             await sleeper[1].wait()
         finally:
             if sleeper in self._sleepers:
                 self._sleepers.remove(sleeper)
+
+
+    async def until_sleeping(self, count: int = 1) -> None:
+        """Return once at least `count` tasks wait on this clock: a test then knows that a wait has begun, and can
+        advance the clock past it."""
+        while len(self._sleepers) < count:
+            self._new_sleeper = anyio.Event()
+            await self._new_sleeper.wait()
 
 
 def new_flow_id() -> str:

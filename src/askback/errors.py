@@ -8,6 +8,8 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── ConfigurationError          bad or missing settings, refused at start-up
     ├── DefinitionError             a question or tool defined wrongly, refused when it is defined
     ├── MissingCapabilityError      -32021: this request did not declare what the question needs (HTTP 400)
+    ├── ArgumentRequiredError       the client cannot ask and the question falls back to a tool argument: the call
+    │                               ends as a tool error (isError) naming the argument, for the model to fix
     ├── InvalidStateError           -32602: the requestState is not askback's (HTTP 400)
     ├── HeaderMismatchError         -32020: MCP-Protocol-Version header and _meta disagree (HTTP 400)
     ├── ProtocolVersionMissingError -32600: no MCP-Protocol-Version header and no session (HTTP 400)
@@ -35,6 +37,7 @@ HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 
 __all__ = [
+    "ArgumentRequiredError",
     "AskbackError",
     "ConfigurationError",
     "DefinitionError",
@@ -56,6 +59,9 @@ class AskbackError(Exception):
     code: int = INTERNAL_ERROR
     http_status: int = 500
     exit_code: int = 2
+    # True for conditions the model should read and act on: the MCP boundary answers them as a tool result with
+    # `isError: true` rather than a JSON-RPC error.
+    tool_error: bool = False
 
     def wire_data(self) -> dict[str, Any] | None:
         return None
@@ -87,6 +93,12 @@ class MissingCapabilityError(AskbackError):
 
     def wire_data(self) -> dict[str, Any]:
         return {"requiredCapabilities": self.required}
+
+
+class ArgumentRequiredError(AskbackError):
+    """The request cannot ask, and the question's fallback is a tool argument the call did not give."""
+
+    tool_error = True
 
 
 class StoreUnavailableError(AskbackError):

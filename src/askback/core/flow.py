@@ -1,10 +1,11 @@
-"""The decision logic of one round of a flow, with no I/O.
+"""The handler's view of one run of one round, with no I/O.
 
 Under MRTR the handler reruns from the top on every round. A `Flow` is what the handler sees during one run: given
 this request's arguments, declared client capabilities, `inputResponses`, the plaintext of askback's (already
 verified) `requestState` and the time, `flow.ask(question)` either returns the typed answer, or stops the run by
 raising `NeedInput` (the question goes out in an `input_required` result), `FlowEnded` (the user declined or
-cancelled: the call completes with a message), or `MissingCapabilityError` (-32021).
+cancelled: the call completes with a message), `ArgumentRequiredError` or `MissingCapabilityError` (-32021).
+`run` turns those into one frozen `RunOutcome`, which `askback.core.round.decide` takes.
 
 Answers given in earlier rounds travel inside the sealed state, so a chain of questions can land on a different
 instance every round. An answer is taken only for the exact question the user was shown (a digest of the rendered
@@ -19,102 +20,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, cast, overload
 
 from mcp_types import ClientCapabilities, ElicitResult
 
-from askback._text import unstorable_text
-from askback.errors import DefinitionError, MissingCapabilityError
-from askback.questions import Argument, Confirm, Default, InvalidAnswer, Link, Question, digest
+from askback.core.answers import Accepted, Cancelled, Declined, Outcome
+from askback.core.capabilities import declares
+from askback.core.questions import Argument, Confirm, Default, InvalidAnswer, Link, Question, digest
+from askback.core.state import FlowState, Recorded
+from askback.core.text import unstorable_text
+from askback.errors import ArgumentRequiredError, DefinitionError, MissingCapabilityError
 
 __all__ = [
-    "Accepted",
-    "Cancelled",
-    "Declined",
+    "Asked",
+    "Ended",
     "Flow",
     "FlowEnded",
     "FlowEvent",
-    "FlowState",
     "NeedInput",
-    "Outcome",
-    "ToolArgumentRequired",
+    "Refused",
+    "Returned",
+    "RunOutcome",
+    "as_json",
+    "run",
 ]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-_STATE_PREFIX = "askback/1:"
-
-
-# --- outcomes --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Accepted(Generic[T]):
-    value: T
-    action: Literal["accept"] = "accept"
-
-
-@dataclass(frozen=True)
-class Declined:
-    action: Literal["decline"] = "decline"
-
-
-@dataclass(frozen=True)
-class Cancelled:
-    action: Literal["cancel"] = "cancel"
-
-
-Outcome = Accepted[T] | Declined | Cancelled
-
-
-# --- the state carried (sealed) in requestState ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Recorded:
-    action: Literal["accept", "decline", "cancel"]
-    content: Mapping[str, Any] | None
-    q: str
-
-
-@dataclass(frozen=True)
-class FlowState:
-    """What one flow carries from round to round. Sealed by the SDK; never holds a secret (form answers cannot)."""
-
-    flow_id: str
-    started: float
-    round: int = 0
-    answers: Mapping[str, Recorded] = field(default_factory=dict)
-    asked: Mapping[str, str] = field(default_factory=dict)
-
-    def encode(self) -> str:
-        body = {
-            "f": self.flow_id,
-            "t": self.started,
-            "r": self.round,
-            "a": {k: {"a": v.action, "c": v.content, "q": v.q} for k, v in self.answers.items()},
-            "q": dict(self.asked),
-        }
-        return _STATE_PREFIX + json.dumps(body, separators=(",", ":"), sort_keys=True)
-
-    @classmethod
-    def decode(cls, text: str) -> FlowState | None:
-        """The state, or `None` when the text is not askback's."""
-        if not text.startswith(_STATE_PREFIX):
-            return None
-        try:
-            body = json.loads(text[len(_STATE_PREFIX) :])
-            return cls(
-                flow_id=str(body["f"]),
-                started=float(body["t"]),
-                round=int(body["r"]),
-                answers={k: Recorded(v["a"], v["c"], v["q"]) for k, v in body["a"].items()},
-                asked={str(k): str(v) for k, v in body["q"].items()},
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
 
 
 # --- control flow out of the handler ---------------------------------------------------------------------------
@@ -144,10 +77,6 @@ def as_json(value: Any) -> Any:
         ) from exc
 
 
-class ToolArgumentRequired(Exception):
-    """The client cannot ask and the question's fallback is a tool argument: a tool error for the model to fix."""
-
-
 @dataclass(frozen=True)
 class FlowEvent:
     """Something the audit trail should know about this run."""
@@ -161,16 +90,6 @@ class FlowEvent:
 
 
 # --- the handler's view --------------------------------------------------------------------------------------
-
-
-def _declares(capabilities: ClientCapabilities | None, mode: str) -> bool:
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    if elicitation is None:
-        return False
-    if mode == "url":
-        return elicitation.url is not None
-    # A bare `elicitation: {}` means form only.
-    return elicitation.form is not None or elicitation.url is None
 
 
 EffectRunner = Callable[[str, str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
@@ -339,7 +258,7 @@ class Flow:
         elif response is not None:
             self.events.append(FlowEvent("ignored", key, question.mode, detail="not the question asked last round"))
 
-        if not _declares(self.capabilities, question.mode):
+        if not declares(self.capabilities, question.mode):
             return self._fallback(question)
         if key not in self.pending:
             self._schedule(question, params)
@@ -366,7 +285,7 @@ class Flow:
             self.events.append(FlowEvent("invalid", key, question.mode, action="accept", detail=str(exc)))
             note = f"That answer was not accepted ({exc}). Please answer again. {params['message']}"
             reasked = {**params, "message": note}
-            if _declares(self.capabilities, question.mode):
+            if declares(self.capabilities, question.mode):
                 self._schedule(question, reasked, base=q)
             return None
         if question.mode == "form" and content is not None:
@@ -394,17 +313,18 @@ class Flow:
             self.events.append(FlowEvent("fallback", question.key, question.mode, detail="default used"))
             return Accepted(fb.value)
         if isinstance(fb, Argument):
-            raise ToolArgumentRequired(question.fallback_error())
+            raise ArgumentRequiredError(question.fallback_error())
         mode = question.mode
         raise MissingCapabilityError({"elicitation": {mode: {}}})
 
     # -- after the run --
 
-    def next_state(self, *, new_id: str) -> FlowState:
-        """The state to seal into the `input_required` result that carries `self.pending`."""
+    def next_state(self, *, new_id: Callable[[], str]) -> FlowState:
+        """The state to seal into the `input_required` result that carries `self.pending` (a new flow's id comes
+        from `new_id`)."""
         base = self.state
         return FlowState(
-            flow_id=base.flow_id if base else new_id,
+            flow_id=base.flow_id if base else new_id(),
             started=base.started if base else self.now,
             round=(base.round if base else 0) + 1,
             answers=dict(self.recorded),
@@ -413,3 +333,73 @@ class Flow:
 
     def input_requests(self) -> dict[str, dict[str, Any]]:
         return {key: {"method": "elicitation/create", "params": params} for key, params in self.pending.items()}
+
+
+# --- the outcome of one run ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Returned:
+    """The handler returned `value`."""
+
+    value: Any
+    flow_id: str | None
+    round: int
+    events: tuple[FlowEvent, ...]
+    kind: Literal["returned"] = "returned"
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The handler needs answers: `requests` go out, sealed with `next_state`."""
+
+    requests: Mapping[str, dict[str, Any]]
+    modes: tuple[str, ...]
+    next_state: FlowState
+    flow_id: str | None
+    round: int
+    events: tuple[FlowEvent, ...]
+    kind: Literal["asked"] = "asked"
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The user declined or cancelled: the call completes with `text`."""
+
+    text: str
+    reason: str
+    flow_id: str | None
+    round: int
+    events: tuple[FlowEvent, ...]
+    kind: Literal["ended"] = "ended"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A question could not be asked on this request and has no usable fallback."""
+
+    error: ArgumentRequiredError | MissingCapabilityError
+    flow_id: str | None
+    round: int
+    events: tuple[FlowEvent, ...]
+    kind: Literal["refused"] = "refused"
+
+
+RunOutcome = Returned | Asked | Ended | Refused
+
+
+async def run(flow: Flow, handler: Callable[[], Awaitable[Any]], *, new_id: Callable[[], str]) -> RunOutcome:
+    """Run the handler once through `flow` and say how the run ended. Any other exception the handler raises goes
+    through (its events stay on `flow.events`)."""
+    flow_id, round_ = flow.flow_id, flow.round
+    try:
+        value = await handler()
+    except NeedInput:
+        modes = tuple(sorted(set(flow.pending_modes.values())))
+        nxt = flow.next_state(new_id=new_id)
+        return Asked(flow.input_requests(), modes, nxt, flow_id, round_, tuple(flow.events))
+    except FlowEnded as ended:
+        return Ended(ended.text, ended.reason, flow_id, round_, tuple(flow.events))
+    except (ArgumentRequiredError, MissingCapabilityError) as exc:
+        return Refused(exc, flow_id, round_, tuple(flow.events))
+    return Returned(value, flow_id, round_, tuple(flow.events))

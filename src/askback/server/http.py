@@ -1,11 +1,11 @@
 """The HTTP application for an `Askback` server: Streamable HTTP at `/mcp` (2026-07-28, stateless), health at
-`/healthz` and `/readyz`, the serving instance in an `X-Askback-Instance` response header, and bearer
-authentication that feeds the SDK's principal binding of `requestState`.
+`/healthz` and `/readyz`, the serving instance in an `X-Askback-Instance` response header, bearer authentication
+that feeds the SDK's principal binding of `requestState`, and any further routes mounted with their own auth
+policy (`Mounted`: hosted pages, OAuth callbacks, webhooks; see `auth.py`).
 
 Authentication: pass a `TokenVerifier` (the SDK's protocol) to check real tokens, and a request without one is
 refused (401); with `demo_auth` (the demo server), a token `demo-<name>` is user `<name>` and a request without a
-token is the user `anonymous`, so state minted for a signed-in user is refused to an anonymous caller and the other
-way round.
+token is the user `anonymous`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -32,68 +31,61 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 from starlette.applications import Starlette
-from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from askback.audit import instance_id
-from askback.errors import AskbackError, HeaderMismatchError, ProtocolVersionMissingError
-from askback.server import Askback
+from askback.audit.emit import instance_id
+from askback.errors import AskbackError, DefinitionError, HeaderMismatchError, ProtocolVersionMissingError
+from askback.server.app import Askback
+from askback.server.auth import AuthPolicy, Bearer, BearerBackend, DemoTokenVerifier, Open, Signed, auth_error
 
-__all__ = ["DemoTokenVerifier", "build_app"]
+__all__ = ["DemoTokenVerifier", "Mounted", "build_app"]
 
 logger = logging.getLogger("askback")
 
-ANONYMOUS = "anonymous"
-_OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 _MCP_PATH = "/mcp"
-_DEMO_TOKEN = re.compile(r"^demo-([A-Za-z0-9_.\-]{1,64})$")
+_PROBES: tuple[tuple[str, AuthPolicy], ...] = (("/healthz", Open()), ("/readyz", Open()))
 
 
-class DemoTokenVerifier:
-    """Demo authentication: `demo-<name>` is user `<name>`. Never use it where the users are real."""
+@dataclass(frozen=True)
+class Mounted:
+    """A further ASGI app served beside `/mcp` under `path`, reached under its own auth policy: `Bearer()` (the
+    MCP endpoint's token check), `Open()` or `Signed(verify)`."""
 
-    async def verify_token(self, token: str) -> AccessToken | None:
-        match = _DEMO_TOKEN.match(token)
-        if match is None:
-            return None
-        return AccessToken(token="demo", client_id="askback-demo", subject=match.group(1), scopes=[])
+    path: str
+    app: ASGIApp
+    auth: AuthPolicy = field(default_factory=Bearer)
 
-
-class _BearerBackend(AuthenticationBackend):
-    def __init__(self, verifier: TokenVerifier, *, allow_anonymous: bool) -> None:
-        self.verifier = verifier
-        self.allow_anonymous = allow_anonymous
-
-    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
-        if conn.url.path in _OPEN_PATHS:
-            return None  # probes carry no token
-        header = conn.headers.get("authorization")
-        if not header:
-            if not self.allow_anonymous:
-                raise AuthenticationError("this server needs an Authorization: Bearer <token> header")
-            anonymous = AccessToken(token="anonymous", client_id="anonymous", subject=ANONYMOUS, scopes=[])
-            return AuthCredentials([]), AuthenticatedUser(anonymous)
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise AuthenticationError("use an Authorization: Bearer <token> header")
-        info = await self.verifier.verify_token(token.strip())
-        if info is None:
-            raise AuthenticationError("the bearer token was not accepted")
-        return AuthCredentials(info.scopes), AuthenticatedUser(info)
+    def __post_init__(self) -> None:
+        if not self.path.startswith("/") or self.path.rstrip("/") in ("", _MCP_PATH, "/healthz", "/readyz"):
+            raise DefinitionError(
+                f"a mount's path must start with '/' and not be '/', {_MCP_PATH}, /healthz or /readyz; got "
+                f"{self.path!r}"
+            )
 
 
-def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
-    return JSONResponse(
-        {"error": "invalid_token", "error_description": str(exc)},
-        status_code=401,
-        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-    )
+class _SignedOnly:
+    """Lets a request through to a `Signed` mount only when its signature verifies; 401 otherwise."""
+
+    def __init__(self, app: ASGIApp, policy: Signed) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _read_body(receive)
+        if not await self.policy.accepts(Headers(scope=scope), body):
+            refused = JSONResponse({"error": "invalid_signature"}, status_code=401)
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, replay, send)
 
 
 class _InstanceHeader:
@@ -236,12 +228,16 @@ def build_app(
     host: str = "127.0.0.1",
     json_response: bool = False,
     allow_anonymous: bool | None = None,
+    mounts: Sequence[Mounted] = (),
 ) -> Starlette:
     """The ASGI app serving `server`. The store is opened before the first request is taken.
 
     `allow_anonymous` (default: only with demo authentication) serves requests without a token as the user
-    `anonymous`; otherwise they get 401.
+    `anonymous`; otherwise they get 401. `mounts` adds routes beside `/mcp`, each under its own auth policy.
     """
+    paths = [m.path.rstrip("/") for m in mounts]
+    if len(set(paths)) != len(paths):
+        raise DefinitionError(f"two mounts share a path: {sorted(p for p in paths if paths.count(p) > 1)}")
     verifier = token_verifier or (DemoTokenVerifier() if server.settings.demo_auth else None)
     if allow_anonymous is None:
         allow_anonymous = token_verifier is None
@@ -279,6 +275,7 @@ def build_app(
             yield
         await server.aclose()
 
+    policies = [*_PROBES, *((m.path.rstrip("/"), m.auth) for m in mounts)]
     middleware: list[Middleware] = [
         Middleware(_InstanceHeader),
         Middleware(_EraGuard),
@@ -288,14 +285,18 @@ def build_app(
         middleware += [
             Middleware(
                 AuthenticationMiddleware,
-                backend=_BearerBackend(verifier, allow_anonymous=allow_anonymous),
-                on_error=_auth_error,
+                backend=BearerBackend(verifier, allow_anonymous=allow_anonymous, policies=policies),
+                on_error=auth_error,
             ),
             Middleware(AuthContextMiddleware),
         ]
     routes: list[Any] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        *(
+            Mount(m.path.rstrip("/"), app=_SignedOnly(m.app, m.auth) if isinstance(m.auth, Signed) else m.app)
+            for m in mounts
+        ),
         Mount("/", app=mcp_app),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 
 import anyio
 
-from askback.audit import instance_id
+from askback.audit.emit import instance_id
 from askback.clock import Clock
+from askback.core.flow import as_json
 from askback.errors import DefinitionError, EffectInProgressError
-from askback.flow import as_json
 from askback.store import Store
 
 __all__ = ["run_once", "wait_until_settled"]
@@ -68,7 +68,11 @@ async def run_once(
     # Another attempt holds the claim: wait for its outcome, for a bounded time.
     try:
         seen = await wait_until_settled(
-            lambda: store.effect(flow_id, name), lambda c: c is None or c.status == "done", wait
+            store,
+            lambda: store.effect(flow_id, name),
+            lambda c: c is None or c.status == "done",
+            wait=wait,
+            clock=clock,
         )
     except TimeoutError:
         raise EffectInProgressError(
@@ -81,15 +85,34 @@ async def run_once(
     return seen.outcome
 
 
-async def wait_until_settled(read: Callable[[], Awaitable[_T]], settled: Callable[[_T], bool], wait: float) -> _T:
-    """Read until `settled(value)` and return that value, polling the store with a growing interval; raise
-    `TimeoutError` after `wait` seconds. Another process holds what is awaited, so there is nothing to wake on."""
+async def wait_until_settled(
+    store: Store,
+    read: Callable[[], Awaitable[_T]],
+    settled: Callable[[_T], bool],
+    *,
+    wait: float,
+    clock: Clock,
+) -> _T:
+    """Read until `settled(value)` and return that value; raise `TimeoutError` once `wait` seconds have passed on
+    `clock`. The awaited attempt may run in this process (the store then wakes this wait as soon as it settles a
+    claim) or in another one (nothing can wake it: the store is read again after a growing interval on `clock`)."""
+    deadline = clock.now() + wait
     delay = 0.01
-    with anyio.move_on_after(wait):
-        while True:
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 0.25)
+    while True:
+        with store.watching() as changed:
             value = await read()
             if settled(value):
                 return value
-    raise TimeoutError
+            if clock.now() >= deadline:
+                raise TimeoutError
+            wake_at = min(clock.now() + delay, deadline)
+            delay = min(delay * 2, 0.25)
+            async with anyio.create_task_group() as tg:
+
+                async def woken() -> None:
+                    await changed.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(woken)
+                await clock.sleep_until(wake_at)
+                tg.cancel_scope.cancel()

@@ -21,12 +21,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from askback._cli_output import fail
+from askback.cli.output import fail
 from askback.errors import AskbackError, ConfigurationError
 
 if TYPE_CHECKING:
+    from askback.audit import AuditEvent
     from askback.server import Askback
-    from askback.store import AuditEvent
 
 # Plain help (click's formatter): typer's rich panels show every flag as taking a value (`--json <bool>`) and
 # cram long help into narrow columns.
@@ -88,8 +88,8 @@ def load_target(target: str) -> Askback:
 
 def app_factory() -> Any:
     """The ASGI app for one worker of `askback serve` (uvicorn calls this in every worker process)."""
-    from askback import logs
-    from askback.http import build_app
+    from askback.cli import logs
+    from askback.server.http import build_app
 
     level, _, fmt = os.environ.get(_LOG_ENV, "info:json").partition(":")
     logs.configure(level, "text" if fmt == "text" else "json")
@@ -108,7 +108,7 @@ def _run_with_database(url: str, fn: Callable[[], Awaitable[_T]]) -> _T:
     from sqlalchemy import exc as sa_exc
     from sqlalchemy.engine import make_url
 
-    from askback.store import normalize_database_url
+    from askback.db.urls import normalize_database_url
 
     try:
         return anyio.run(fn)
@@ -145,7 +145,7 @@ def serve(
     and /readyz."""
     import uvicorn
 
-    from askback import logs
+    from askback.cli import logs
 
     if not 1 <= port <= 65535:
         raise fail(f"--port is a TCP port, 1 to 65535, not {port}")
@@ -315,8 +315,9 @@ def audit(
         askback audit --database sqlite:///askback-demo.db \\
           --tool delete_project --event answered --contains billing-legacy
     """
+    from askback.audit import AuditFilter
     from askback.settings import load_settings
-    from askback.store import AuditFilter, Store
+    from askback.store import Store
 
     if event is not None and event not in _EVENTS:
         raise fail(f"--event is one of {', '.join(_EVENTS)}, not {event!r}")
@@ -372,7 +373,7 @@ def demo(
     ] = "sqlite:///askback-demo.db",
 ) -> None:
     """Start the demo server with several workers and walk through a deletion and a production deploy."""
-    from askback.demo_run import run_demo
+    from askback.demo.run import run_demo
 
     if not 0 <= port <= 65535:
         raise fail(f"--port is a TCP port, 1 to 65535 (or 0 for a free one), not {port}")
@@ -389,7 +390,8 @@ def demo(
 
 def _register_tools() -> None:
     # The migration tools live in their own modules; they add their commands here.
-    from askback import check_cli, lint_cli
+    from askback.cli import check as check_cli
+    from askback.cli import lint as lint_cli
 
     lint_cli.register(app)
     check_cli.register(app)

@@ -1,7 +1,7 @@
 """`askback lint`: point at the code a server must change to move from pushed elicitation to MCP 2026-07-28.
 
-This module only parses options, reads files through `askback.lint.lint_paths` and prints; the rules live in
-`askback.lint`. `register(app)` adds the command to a Typer app: the `askback` command, or one a test builds.
+This module only parses options, reads files through `askback.tools.lint.lint_paths` and prints; the rules live in
+`askback.tools.lint`. `register(app)` adds the command to a Typer app: the `askback` command, or one a test builds.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from askback._cli_output import fail
-from askback.lint import lint_paths, parse_codes, render_json, render_text
+from askback.cli.output import fail
+from askback.tools.lint import lint_paths, parse_codes, render_json, render_text
 
 __all__ = ["register"]
 

@@ -22,10 +22,9 @@ from functools import cached_property
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from mcp.server.elicitation import render_elicitation_schema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from askback._secret_words import looks_secret
+from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
 __all__ = ["Argument", "Choice", "Confirm", "Default", "Fallback", "Form", "Link", "Question"]
@@ -161,6 +160,9 @@ class _FormBase(Question[T]):
         # question is ever changed.
         model = self._form_model()
         try:
+            # The SDK's renderer is imported here, where a schema is first built: `import mcp` loads the server stack.
+            from mcp.server.elicitation import render_elicitation_schema
+
             schema = render_elicitation_schema(model)
         except TypeError as exc:
             raise DefinitionError(

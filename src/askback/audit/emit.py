@@ -1,9 +1,7 @@
-"""The audit trail: who was asked what, who answered what, how each flow ended, and what was refused.
-
-Every event is written to the database (table `askback_audit`), emitted as a structured log line on the logger
+"""Emitting audit events beside their database write: each is logged as a structured line on the logger
 `askback.audit` (fields in `extra`, so a JSON log formatter sees them as fields), and set as attributes on the
 current OpenTelemetry span. Form answers are stored as given: form mode cannot carry secrets by construction
-(see `questions.looks_secret`), so nothing secret reaches the trail. `requestState` never does.
+(see `askback.core.secret_words`), so nothing secret reaches the trail. `requestState` never does.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from askback.store import AuditEvent
+from askback.audit.event import AuditEvent
 
 __all__ = ["emit", "instance_id"]
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from askback._secret_words import looks_secret
+from askback.core.secret_words import looks_secret
 
 __all__ = ["RULES", "Finding", "Rule", "lint_paths", "lint_source", "parse_codes", "render_json", "render_text"]
 

@@ -18,27 +18,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import os
 import secrets
-import signal
-import socket
 import sqlite3
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 from mcp_types import CallToolResult, ElicitResult
 from rich.console import Console
 from rich.markup import escape
 
+from askback.core.plan import Round, flow_plan
 from askback.errors import ConfigurationError
-from askback.rounds import Round, call_round, flow_plan
+from askback.testing import call_round, free_port, serving
 
 # soft_wrap: a command line the demo prints must stay whole, to be copied.
 console = Console(soft_wrap=True)
@@ -51,75 +43,6 @@ _SCRIPT: dict[str, dict[str, Any]] = {
 _MARKER = "askback_demo"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def serving(target: str, *, port: int, workers: int, env: dict[str, str], cwd: str | None = None) -> Iterator[str]:
-    """Run `askback serve TARGET` in a child process until the block ends; yields the /mcp URL. The server's own
-    output goes to a log file (never an unread pipe, which would stall a chatty server), named if it fails.
-
-    The server runs in a session of its own, so a Ctrl-C at the terminal reaches this process only; leaving the block
-    in any way, `KeyboardInterrupt` included, stops the server's whole process group (its workers too)."""
-    log = tempfile.NamedTemporaryFile(prefix="askback-serve-", suffix=".log", delete=False)  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "askback", "serve", target, "--port", str(port), "--workers", str(workers)],
-        env={**os.environ, **env},
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    log.close()
-    keep_log = False
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                keep_log = True
-                lines = Path(log.name).read_text(errors="replace").strip().splitlines()
-                last = lines[-1] if lines else f"exit status {proc.returncode}"
-                raise ConfigurationError(f"the server stopped while starting: {last} (its output: {log.name})")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                keep_log = True
-                raise ConfigurationError(f"the server did not start within 60 seconds (its output: {log.name})")
-            time.sleep(0.1)
-        yield f"{base}/mcp"
-    finally:
-        _stop(proc)
-        if not keep_log:
-            Path(log.name).unlink(missing_ok=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the process group led by `proc`: SIGTERM, then SIGKILL after 15 seconds or at a second Ctrl-C."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-    except KeyboardInterrupt:
-        _kill(proc)
-        raise
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 # --- the demo's database ---------------------------------------------------------------------------------------
 
 
@@ -129,7 +52,7 @@ def prepare_database(database: str) -> None:
     they are."""
     from sqlalchemy.engine import make_url
 
-    from askback.store import normalize_database_url
+    from askback.db.urls import normalize_database_url
 
     parsed = make_url(normalize_database_url(database))
     name = parsed.database

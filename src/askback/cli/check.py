@@ -1,6 +1,6 @@
-"""`askback check URL --tool NAME`: the command around `askback.check`.
+"""`askback check URL --tool NAME`: the command around `askback.tools.check`.
 
-Parsing and conversion happen here (the `--args` JSON, the URL), the probe in `askback.check.run_check`, and the
+Parsing and conversion happen here (the `--args` JSON, the URL), the probe in `askback.tools.check.run_check`, and the
 output here again: a table for people (colour only on a terminal) or one JSON document with `--json`. Exit status
 0 when no check failed, 1 when one did, 2 when the server could not be probed at all or the options are wrong.
 """
@@ -15,11 +15,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from askback._cli_output import fail
+from askback.cli.output import fail
 from askback.errors import ProbeError
 
 if TYPE_CHECKING:
-    from askback.check import Check, Report
+    from askback.tools.check import Check, Report
 
 __all__ = ["register"]
 
@@ -76,7 +76,7 @@ def check(
     tampered state, declined, cancelled, and answered with deliberately invalid content. Nothing is ever
     accepted with valid content, but point it at a test deployment all the same.
     """
-    from askback.check import run_check  # the probe needs httpx and the SDK's wire types: only when it runs
+    from askback.tools.check import run_check  # the probe needs httpx and the SDK's wire types: only when it runs
 
     arguments = _parse_args(args)
     try:

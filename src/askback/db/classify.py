@@ -1,0 +1,82 @@
+"""One answer to "does this driver error mean the database is not there?", for every caller.
+
+A database that is down, unreachable, refusing logins or shutting down is `StoreUnavailableError` (retryable, the
+cause chained, no password and no statement parameters in the message); every other error (a bad statement, a
+constraint) is a defect and goes through unchanged. The store, the round executor (an application's own queries
+inside a tool) and the command line all classify here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import exc as sa_exc
+
+from askback.errors import StoreUnavailableError
+
+__all__ = ["DRIVER_ERRORS", "first_line", "is_busy", "reachable", "unavailable_error"]
+
+# What a driver raises, wrapped by SQLAlchemy or not: the errors worth classifying.
+DRIVER_ERRORS = (sa_exc.DBAPIError, sa_exc.TimeoutError, OSError, sqlite3.OperationalError)
+
+# SQLSTATE classes that mean "the server could not be reached or would not let us in", not "bad statement":
+# 08 connection exception, 28 invalid authorization, 3D no such database, 53 insufficient resources,
+# 57 operator intervention (shutdown, not accepting connections yet).
+_UNAVAILABLE_SQLSTATE_CLASSES = frozenset({"08", "28", "3D", "53", "57"})
+
+
+def unavailable_error(
+    exc: BaseException, *, doing: str = "reach the database", where: str | None = None
+) -> StoreUnavailableError | None:
+    """The `StoreUnavailableError` for `exc`, or `None` when `exc` does not mean the database is unreachable.
+    `where` names the database (its URL with the password hidden) when the caller knows it."""
+    if not isinstance(exc, DRIVER_ERRORS) or not _means_unavailable(exc):
+        return None
+    at = f" at {where}" if where else ""
+    advice = (
+        "Check that it is running and reachable with these credentials, then retry."
+        if where
+        else "Nothing was done twice; retry the same request when the database is back."
+    )
+    return StoreUnavailableError(f"Could not {doing}: the database{at} is unavailable ({first_line(exc)}). {advice}")
+
+
+@contextmanager
+def reachable(doing: str, *, where: str | None = None) -> Iterator[None]:
+    """Turn "the database is not there" into `StoreUnavailableError`; let every other error through."""
+    try:
+        yield
+    except DRIVER_ERRORS as exc:
+        down = unavailable_error(exc, doing=doing, where=where)
+        if down is None:
+            raise
+        raise down from exc
+
+
+def _means_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, OSError | sa_exc.TimeoutError | sa_exc.OperationalError | sa_exc.InterfaceError):
+        return True
+    if isinstance(exc, sqlite3.OperationalError):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        return exc.connection_invalidated or (
+            isinstance(sqlstate, str) and sqlstate[:2] in _UNAVAILABLE_SQLSTATE_CLASSES
+        )
+    return False
+
+
+def first_line(exc: BaseException) -> str:
+    """The driver's own message, first line only: SQLAlchemy's text would add the statement and its parameters,
+    which can carry what a user typed into a form."""
+    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None else exc
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLite's "another connection holds the lock" (locked / busy), as opposed to a real failure."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text

@@ -1,0 +1,396 @@
+"""`Askback`: an MCP server (the official SDK's `MCPServer`) whose tools can ask the human.
+
+The SDK does the protocol: transports, JSON-RPC, wire types, and sealing `requestState` (AES-256-GCM, bound to the
+method, tool, arguments, server name and principal). askback adds, around each tool:
+
+- a `Flow` the handler asks through (`askback.core.flow`), with capability gates and fallbacks;
+- a key ring from configuration shared by every instance, and a sealed-state lifetime that outlives the flow
+  deadline by a grace period, so a late answer gets a clear "too late" message rather than a protocol error;
+- flows that complete once: the first complete result of a flow is recorded and a replayed final round gets it back;
+  effects that run once (`flow.once`);
+- the audit trail (`askback.audit`), including requests refused for an invalid state.
+
+Each call runs through a `RoundExecutor` (`round.py`), which carries out what `askback.core.round` decides.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import secrets
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.request_state import RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
+
+from askback.audit import AuditEvent
+from askback.audit.emit import emit, instance_id
+from askback.clock import Clock, SystemClock, new_flow_id
+from askback.core.flow import Flow
+from askback.core.questions import Question
+from askback.core.round import Limits
+from askback.core.text import unstorable_text
+from askback.errors import AskbackError, ConfigurationError, DefinitionError, InvalidParamsError
+from askback.server.legacy import PendingPushes
+from askback.server.round import Handler, RoundExecutor
+from askback.settings import Settings, load_settings
+from askback.store import Store
+
+__all__ = ["Askback", "current_principal"]
+
+logger = logging.getLogger("askback")
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+_CTX = "askback_context"
+# The rounds an askback tool call ran, seen by the middleware around it (to audit calls refused before any round).
+_ROUNDS_SEEN: contextvars.ContextVar[list[RoundExecutor] | None] = contextvars.ContextVar(
+    "askback_rounds", default=None
+)
+
+
+def current_principal() -> str | None:
+    """Who is calling: the authenticated subject (or client id), `None` on an unauthenticated transport."""
+    token = get_access_token()
+    if token is None:
+        return None
+    return token.subject or token.client_id
+
+
+class Askback:
+    """An MCP server whose tools ask the user through a `Flow`.
+
+    ```python
+    app = Askback("ops")
+
+    @app.tool()
+    async def delete_project(project_id: str, flow: Flow) -> str:
+        project = await projects.get(project_id)            # reads: rerun every round
+        if not flow.ask(confirm_project, expect=project.name):
+            return "Cancelled: name did not match."
+        await flow.once("delete", lambda: projects.delete(project_id))   # writes: after the answers, once
+        return f"Deleted {project.name}."
+    ```
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        new_id: Callable[[], str] = new_flow_id,
+        instructions: str | None = None,
+        **mcp_options: Any,
+    ) -> None:
+        self.settings = settings if settings is not None else load_settings()
+        self.clock: Clock = clock or SystemClock()
+        self.new_id = new_id
+        keys = self.settings.key_ring()
+        self.ephemeral_keys = not keys
+        if not keys:
+            keys = [secrets.token_urlsafe(32)]
+        # The sealed state must stay readable a little past the flow deadline, so that a person who took too long
+        # is told so instead of getting a protocol error.
+        security = RequestStateSecurity(
+            keys=keys,
+            ttl=self.settings.flow_deadline + self.settings.state_grace,
+            audience=self.settings.server_name or name,
+        )
+        # The SDK would otherwise install a console log handler at INFO on the root logger, whose per-line cost
+        # is larger than a round's own; applications (and `askback serve`) configure logging themselves.
+        mcp_options.setdefault("log_level", "WARNING")
+        self.mcp: MCPServer[Any] = MCPServer(
+            name, instructions=instructions, request_state_security=security, **mcp_options
+        )
+        # Outside the sealing boundary (index 0 is the SDK's OpenTelemetry middleware), to see its rejections.
+        self.mcp.middleware.insert(1, self._guard_calls)
+        self._store: Store | None = None
+        self._store_lock: anyio.Lock | None = None
+        self._database_url = self.settings.database_url
+        self.tools: dict[str, tuple[Question[Any], ...]] = {}
+        self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
+        self._on_start: list[Callable[[Store], Awaitable[None]]] = []
+        self.pushes = PendingPushes(self.settings.max_pending_pushes, self.settings.max_pending_pushes_per_session)
+        self.limits = Limits(
+            flow_deadline=self.settings.flow_deadline,
+            max_rounds=self.settings.max_rounds,
+            max_pending_pushes=self.settings.max_pending_pushes,
+            max_pending_pushes_per_session=self.settings.max_pending_pushes_per_session,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.mcp.name
+
+    # -- storage --
+
+    async def store(self) -> Store:
+        """The store, opened (and for SQLite created and migrated) on first use."""
+        if self._store is not None:
+            return self._store
+        if self._store_lock is None:
+            self._store_lock = anyio.Lock()
+        async with self._store_lock:
+            if self._store is None:
+                store = await Store.open(self._database_url)
+                try:
+                    for hook in self._on_start:
+                        await hook(store)
+                except BaseException:
+                    await store.close()
+                    raise
+                self._store = store
+        return self._store
+
+    def on_start(self, fn: Callable[[Store], Awaitable[None]]) -> Callable[[Store], Awaitable[None]]:
+        """Register an application set-up (create its tables, seed rows) run when the store opens, in every
+        process; `askback serve` runs it once before starting workers. It must be idempotent; run its writes in
+        `store.exclusive()` so that processes starting together take turns."""
+        self._on_start.append(fn)
+        return fn
+
+    async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    @asynccontextmanager
+    async def running(self) -> typing.AsyncIterator[Askback]:
+        """Open the store now and close it at the end (tests, embedding)."""
+        await self.store()
+        try:
+            yield self
+        finally:
+            await self.aclose()
+
+    # -- tools --
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        asks: Sequence[Question[Any]] = (),
+        structured_output: bool | None = None,
+    ) -> Callable[[F], F]:
+        """Register a tool. A parameter annotated `Flow` receives the flow; `asks` lists the questions the tool
+        may ask, so their keys are checked for clashes when the tool is defined."""
+
+        def decorator(fn: F) -> F:
+            self._register(fn, name, title, description, annotations, asks, structured_output)
+            return fn
+
+        return decorator
+
+    def _register(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        name: str | None,
+        title: str | None,
+        description: str | None,
+        annotations: ToolAnnotations | None,
+        asks: Sequence[Question[Any]],
+        structured_output: bool | None,
+    ) -> None:
+        tool_name = name or fn.__name__
+        if not inspect.iscoroutinefunction(fn):
+            raise DefinitionError(f"tool {tool_name!r} must be an async function")
+        keys = [q.key for q in asks]
+        if len(set(keys)) != len(keys):
+            dupes = sorted({k for k in keys if keys.count(k) > 1})
+            raise DefinitionError(f"tool {tool_name!r} lists two questions with the key(s) {dupes}; keys must differ")
+        for q in asks:
+            if not isinstance(q, Question):
+                raise DefinitionError(f"tool {tool_name!r}: asks= takes Question objects, got {type(q).__name__}")
+        hints = typing.get_type_hints(fn, include_extras=True)
+        sig = inspect.signature(fn)
+        flow_param = next((p for p in sig.parameters if hints.get(p) is Flow), None)
+        ctx_param = next(
+            (p for p in sig.parameters if isinstance(hints.get(p), type) and issubclass(hints[p], Context)), None
+        )
+        params = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in sig.parameters.values()
+            if p.name not in (flow_param, ctx_param)
+        ]
+        params.append(inspect.Parameter(_CTX, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+        returns = hints.get("return", sig.return_annotation)
+
+        async def run_tool(**kwargs: Any) -> Any:
+            ctx: Context[Any, Any] = kwargs.pop(_CTX)
+            return await self._call(Handler(tool_name, fn, flow_param, ctx_param), kwargs, ctx)
+
+        run_tool.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
+        run_tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+        run_tool.__name__ = fn.__name__
+        run_tool.__qualname__ = fn.__qualname__
+        run_tool.__module__ = fn.__module__
+        run_tool.__doc__ = fn.__doc__
+        self._converters[tool_name] = Tool.from_function(
+            run_tool, name=tool_name, structured_output=structured_output
+        ).fn_metadata.convert_result
+        self.mcp.add_tool(
+            run_tool,
+            name=tool_name,
+            title=title,
+            description=description,
+            annotations=annotations,
+            structured_output=structured_output,
+        )
+        self.tools[tool_name] = tuple(asks)
+
+    def tool_result(self, tool: str, value: Any) -> CallToolResult:
+        """The tool's return value as the SDK would put it on the wire (structured output included)."""
+        result = self._converters[tool](value)
+        assert isinstance(result, CallToolResult)
+        return result
+
+    def end_result(self, tool: str, text: str) -> CallToolResult:
+        """A flow that ends without the handler's value (declined, expired...): `text` for the model to read."""
+        try:
+            return self.tool_result(tool, text)
+        except ValidationError:
+            # A tool with a structured (non-text) output cannot carry the text there; report it as a tool result
+            # the model reads, flagged so the output schema is not applied.
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    # -- one call --
+
+    async def _call(
+        self, handler: Handler, arguments: dict[str, Any], ctx: Context[Any, Any]
+    ) -> CallToolResult | InputRequiredResult:
+        round_ = RoundExecutor(self, handler, arguments, ctx, current_principal())
+        seen = _ROUNDS_SEEN.get()
+        if seen is not None:
+            seen.append(round_)
+        try:
+            result = await round_.run()
+        except AskbackError as exc:
+            await round_.flush()
+            raise _at_mcp_boundary(exc) from exc
+        except Exception as exc:
+            if not round_.events:
+                # The handler failed before it asked or answered anything: the trail still says the call happened.
+                detail = str(exc) if isinstance(exc, ToolError) else f"the tool raised {type(exc).__name__}"
+                round_.event("rejected", outcome="tool_error", detail=detail)
+            await round_.flush()
+            raise
+        except BaseException:
+            await round_.flush()
+            raise
+        try:
+            # A round that cannot record what it asked or answered fails: the audit trail has no gaps.
+            await round_.flush(strict=True)
+        except AskbackError as exc:
+            raise _at_mcp_boundary(exc) from exc
+        return result
+
+    def log_unrecorded(self, round_: RoundExecutor) -> None:
+        logger.exception(
+            "askback could not record %d audit event(s) and %d effect outcome(s) of %s",
+            len(round_.events),
+            len(round_.effects),
+            round_.tool,
+        )
+
+    async def _write_audit(self, events: list[AuditEvent]) -> None:
+        try:
+            store = await self.store()
+            await store.add_audit_many(events)
+        except AskbackError:
+            logger.exception("askback could not write %d audit event(s)", len(events))
+
+    async def _guard_calls(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Outside the SDK's sealing boundary: refuse arguments no tool may take (before the SDK hashes them into
+        the state binding), and audit the requests the boundary refuses for an invalid state."""
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        if ctx.method == "tools/call":
+            problem = unstorable_text(params.get("arguments"), "arguments")
+            if problem is not None:
+                error = InvalidParamsError(
+                    f"Invalid params: {problem}. Send text as valid Unicode without NUL characters."
+                )
+                await self._audit_refusal(params, "invalid_params", str(error))
+                raise _at_mcp_boundary(error)
+        rounds: list[RoundExecutor] = []
+        token = _ROUNDS_SEEN.set(rounds)
+        try:
+            result = await call_next(ctx)
+            name = params.get("name")
+            if ctx.method == "tools/call" and not rounds and isinstance(name, str) and name in self.tools:
+                # Refused by the SDK before the tool ran (arguments that do not fit its input schema).
+                await self._audit_refusal(params, "invalid_arguments", _first_text(result))
+            return result
+        except MCPError as exc:
+            data = exc.error.data if isinstance(exc.error.data, Mapping) else {}
+            if ctx.method == "tools/call" and data.get("reason") == "invalid_request_state":
+                await self._audit_refusal(
+                    params,
+                    "invalid_state",
+                    "requestState failed verification (tampered, expired, another user's or another call's)",
+                )
+            raise
+        finally:
+            _ROUNDS_SEEN.reset(token)
+
+    async def _audit_refusal(self, params: Mapping[str, Any], outcome: str, detail: str) -> None:
+        ev = AuditEvent(
+            event="rejected",
+            at=self.clock.now(),
+            tool=str(params.get("name")),
+            principal=current_principal(),
+            outcome=outcome,
+            detail=detail,
+            instance=instance_id(),
+        )
+        emit(ev)
+        await self._write_audit([ev])
+
+    # -- serving --
+
+    def check_workers(self, workers: int) -> None:
+        """Refuse several workers with no shared key ring; warn about one."""
+        if self.ephemeral_keys and workers > 1:
+            raise ConfigurationError(
+                f"{workers} workers need one shared state key ring, or an answer that lands on another worker is "
+                "refused. Make a key with `askback keys new` and set ASKBACK_STATE_KEYS=<key> for every worker "
+                "(comma-separate several keys to rotate: the first one seals)."
+            )
+        if self.ephemeral_keys:
+            logger.warning(
+                "askback: no ASKBACK_STATE_KEYS set; using a key made at start-up. Pending questions are lost on "
+                "restart and no second worker or instance can take the answers. Set ASKBACK_STATE_KEYS (see "
+                "`askback keys new`)."
+            )
+
+
+def _first_text(result: HandlerResult) -> str:
+    content = result.get("content") if isinstance(result, dict) else getattr(result, "content", None)
+    for item in content or ():
+        text = item.get("text") if isinstance(item, dict) else getattr(item, "text", None)
+        if isinstance(text, str):
+            return text[:500]
+    return ""
+
+
+def _at_mcp_boundary(exc: AskbackError) -> Exception:
+    """The one place an askback error becomes what the SDK answers: a tool result flagged `isError` for what the
+    model should read and fix (`tool_error`), a JSON-RPC error for the rest."""
+    if exc.tool_error:
+        return ToolError(str(exc))
+    return exc.to_mcp_error()

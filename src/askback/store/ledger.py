@@ -1,0 +1,127 @@
+"""The claim ledgers and the flow completions, as prebuilt statements run inside the store's transactions.
+
+A ledger is a table whose rows are keyed by `(flow_id, <key>)` and go from 'running' (claimed by one attempt) to
+'done' (with its outcome). Effects (`name`) and rounds (`round`) are two ledgers of the same shape, so one claim,
+finish, release and take-over logic serves both. The primary key lets exactly one INSERT win; every loser reads
+the winner's row instead. A flow's result is likewise INSERTed once.
+
+Statements are built once with bound parameters: building a statement per call (and its cache key) costs more
+than running it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from sqlalchemy import Connection, Table, bindparam, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from askback.store._models import EffectRow, FlowRow, RoundRow
+
+__all__ = ["Completion", "EffectClaim", "Ledger", "RoundClaim"]
+
+_FLOWS = cast(Table, FlowRow.__table__)
+READ_COMPLETION = select(_FLOWS.c.result).where(_FLOWS.c.flow_id == bindparam("flow_id"))
+RECORD_FLOW = {
+    "sqlite": sqlite_insert(_FLOWS).on_conflict_do_nothing(index_elements=["flow_id"]),
+    "postgresql": pg_insert(_FLOWS).on_conflict_do_nothing(index_elements=["flow_id"]),
+}
+# What a round that completed its flow records as its outcome: its copies read the flow's result, which the same
+# transaction recorded, so whoever sees this sees that.
+ROUND_COMPLETED = '{"completed":true}'
+
+
+@dataclass(frozen=True)
+class EffectClaim:
+    """What `claim_effect` found: this caller 'won' and must run the effect, or it is 'running' elsewhere, or
+    it is 'done' and `outcome` is what the winner recorded."""
+
+    status: Literal["won", "done", "running"]
+    outcome: Any = None
+
+
+@dataclass(frozen=True)
+class RoundClaim:
+    """What `claim_round` found: 'won' (run the round), 'running' (another attempt is at it), 'done' (`outcome` is
+    what that attempt answered) or 'completed' (the flow has finished; `outcome` is its result)."""
+
+    status: Literal["won", "done", "running", "completed"]
+    outcome: Any = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The recorded result of a flow, and whether the call that returned it was the one that recorded it."""
+
+    result: Any
+    first: bool
+
+
+class Ledger:
+    """The prebuilt statements of one claim ledger."""
+
+    def __init__(self, table: Table, key: str) -> None:
+        self.table = table
+        self.key = key
+        c = table.c
+        mine = (c.flow_id == bindparam("b_flow_id"), c[key] == bindparam("b_key"))
+        self.read = select(c.status, c.outcome, c.started_at).where(
+            c.flow_id == bindparam("flow_id"), c[key] == bindparam("key")
+        )
+        self.finish = (
+            update(table)
+            .where(*mine, c.status == "running")
+            .values(status="done", outcome=bindparam("b_outcome"), finished_at=bindparam("b_at"))
+        )
+        self.take_over = (
+            update(table)
+            .where(*mine, c.status == "running", c.started_at < bindparam("b_cutoff"))
+            .values(instance=bindparam("b_instance"), started_at=bindparam("b_at"))
+        )
+        self.release = delete(table).where(*mine, c.status == "running")
+        self.claim = {
+            "sqlite": sqlite_insert(table).on_conflict_do_nothing(index_elements=["flow_id", key]),
+            "postgresql": pg_insert(table).on_conflict_do_nothing(index_elements=["flow_id", key]),
+        }
+
+    def try_claim(
+        self, conn: Connection, flow_id: str, key: Any, *, instance: str, at: float, lease: float | None
+    ) -> EffectClaim | None:
+        """One attempt at the claim, inside the caller's transaction; `None` when the row vanished (released)
+        between the INSERT and the read, so the caller tries again."""
+        values = {"flow_id": flow_id, self.key: key, "status": "running", "instance": instance, "started_at": at}
+        if conn.execute(self.claim[conn.dialect.name], values).rowcount == 1:
+            return EffectClaim("won")
+        found = conn.execute(self.read, {"flow_id": flow_id, "key": key}).first()
+        if found is None:
+            return None
+        if found.status == "done":
+            return EffectClaim("done", None if found.outcome is None else json.loads(found.outcome))
+        if lease is not None and found.started_at < at - lease:
+            # Atomic: once one taker has moved started_at forward, every other taker's condition fails.
+            params = {"b_flow_id": flow_id, "b_key": key, "b_cutoff": at - lease, "b_instance": instance, "b_at": at}
+            if conn.execute(self.take_over, params).rowcount == 1:
+                return EffectClaim("won")
+        return EffectClaim("running")
+
+    def look(self, conn: Connection, flow_id: str, key: Any) -> EffectClaim | None:
+        found = conn.execute(self.read, {"flow_id": flow_id, "key": key}).first()
+        if found is None:
+            return None
+        if found.status == "done":
+            return EffectClaim("done", None if found.outcome is None else json.loads(found.outcome))
+        return EffectClaim("running")
+
+
+EFFECTS = Ledger(cast(Table, EffectRow.__table__), "name")
+ROUNDS = Ledger(cast(Table, RoundRow.__table__), "round")
+
+
+def round_claim(conn: Connection, flow_id: str, found: EffectClaim) -> RoundClaim:
+    if found.status == "done" and found.outcome == {"completed": True}:
+        result: str = conn.execute(READ_COMPLETION, {"flow_id": flow_id}).scalar_one()
+        return RoundClaim("completed", json.loads(result))
+    return RoundClaim(found.status, found.outcome)

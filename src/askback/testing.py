@@ -1,0 +1,212 @@
+"""Helpers for testing askback servers, in this project and in yours.
+
+- `FrozenClock`: a clock that moves only when told to (pass it to `Askback(clock=...)`).
+- `free_port` and `serving`: run `askback serve TARGET` in a child process on a free loopback port.
+- `call_round` and `drive_flow`: drive a tool over Streamable HTTP with the official SDK client, one round per
+  fresh connection (so consecutive rounds can land on different workers or instances), until the call completes;
+  the loop itself is `askback.core.plan.flow_plan`.
+- `accept`, `decline` and `cancel`: answers to put in `inputResponses`.
+
+```python
+from askback.testing import accept, drive_flow, serving, free_port
+
+with serving("myapp:server", port=(port := free_port()), workers=2, env={...}) as url:
+    sent = anyio.run(drive_flow, url, "delete_project", {"project_id": "prj_42"},
+                     lambda key, params: accept(project_name="billing-legacy"))
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+
+from askback.clock import FrozenClock
+from askback.core.plan import Answer, Next, Round, flow_plan
+from askback.errors import ConfigurationError
+
+__all__ = [
+    "FrozenClock",
+    "Next",
+    "Round",
+    "accept",
+    "call_round",
+    "cancel",
+    "decline",
+    "drive_flow",
+    "free_port",
+    "serving",
+]
+
+
+def accept(**content: Any) -> ElicitResult:
+    """An accepted answer with these form fields (none for a URL question)."""
+    return ElicitResult(action="accept", content=content or None)
+
+
+def decline() -> ElicitResult:
+    return ElicitResult(action="decline")
+
+
+def cancel() -> ElicitResult:
+    return ElicitResult(action="cancel")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(target: str, *, port: int, workers: int, env: dict[str, str], cwd: str | None = None) -> Iterator[str]:
+    """Run `askback serve TARGET` in a child process until the block ends; yields the /mcp URL. The server's own
+    output goes to a log file (never an unread pipe, which would stall a chatty server), named if it fails.
+
+    The server runs in a session of its own, so a Ctrl-C at the terminal reaches this process only; leaving the block
+    in any way, `KeyboardInterrupt` included, stops the server's whole process group (its workers too)."""
+    log = tempfile.NamedTemporaryFile(prefix="askback-serve-", suffix=".log", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "askback", "serve", target, "--port", str(port), "--workers", str(workers)],
+        env={**os.environ, **env},
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    keep_log = False
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                keep_log = True
+                lines = Path(log.name).read_text(errors="replace").strip().splitlines()
+                last = lines[-1] if lines else f"exit status {proc.returncode}"
+                raise ConfigurationError(f"the server stopped while starting: {last} (its output: {log.name})")
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                keep_log = True
+                raise ConfigurationError(f"the server did not start within 60 seconds (its output: {log.name})")
+            time.sleep(0.1)
+        yield f"{base}/mcp"
+    finally:
+        _stop(proc)
+        if not keep_log:
+            Path(log.name).unlink(missing_ok=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the process group led by `proc`: SIGTERM, then SIGKILL after 15 seconds or at a second Ctrl-C."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+    except KeyboardInterrupt:
+        _kill(proc)
+        raise
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+async def _no_answer(context: Any, params: Any) -> ElicitResult:
+    # Never called: rounds are answered by the caller through `responses=`. Its presence declares elicitation.
+    raise RuntimeError("call_round answers questions through responses=, not a callback")
+
+
+async def call_round(
+    url: str,
+    tool: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    token: str | None = None,
+    responses: Mapping[str, ElicitResult] | None = None,
+    request_state: str | None = None,
+    elicitation: bool = True,
+    timeout_seconds: float = 30.0,
+) -> Round:
+    """One `tools/call` on a fresh connection. `elicitation=False` declares no capabilities."""
+    seen: dict[str, Any] = {}
+
+    async def on_response(response: httpx2.Response) -> None:
+        # The client may send other requests too (a tools/list to check the output schema): keep the call's.
+        if response.request.method == "POST" and b'"tools/call"' in response.request.content:
+            seen["instance"] = response.headers.get("x-askback-instance")
+            seen["status"] = response.status_code
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(
+        headers=headers,
+        timeout=httpx2.Timeout(timeout_seconds),
+        limits=httpx2.Limits(max_keepalive_connections=0),
+        event_hooks={"response": [on_response]},
+    ) as http:
+        transport = streamable_http_client(url, http_client=http)
+        client = Client(transport, mode="2026-07-28", elicitation_callback=_no_answer if elicitation else None)
+        async with client:
+            try:
+                result = await client.session.call_tool(
+                    tool,
+                    dict(arguments or {}),
+                    input_responses=dict(responses) if responses else None,
+                    request_state=request_state,
+                    allow_input_required=True,
+                )
+            except MCPError as exc:
+                return Round(None, exc, seen.get("instance"), seen.get("status"))
+    assert isinstance(result, CallToolResult | InputRequiredResult)
+    return Round(result, None, seen.get("instance"), seen.get("status"))
+
+
+async def drive_flow(
+    url: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    answer: Answer,
+    *,
+    token: str | None = None,
+    start: Next | None = None,
+    max_rounds: int = 8,
+) -> list[tuple[Next, Round]]:
+    """Call `tool` round by round (each on a new connection) until it completes or fails, answering every question
+    with `answer`; every request sent with the round that came back."""
+    plan = flow_plan(answer, start=start, max_rounds=max_rounds)
+    sent: list[tuple[Next, Round]] = []
+    request = next(plan)
+    while True:
+        rnd = await call_round(
+            url, tool, arguments, token=token, responses=request.responses, request_state=request.request_state
+        )
+        sent.append((request, rnd))
+        try:
+            request = plan.send(rnd)
+        except StopIteration:
+            return sent
