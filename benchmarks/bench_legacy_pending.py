@@ -88,7 +88,7 @@ async def wave(app: Askback, clock: FrozenClock, sessions: int) -> tuple[int, in
         await all_pushed.wait()
         gc.collect()
         waiting = rss_kib()
-        assert app._pushes.total == sessions
+        assert app.pushes.total == sessions
         clock.advance(app.settings.flow_deadline + 1)  # every pushed question's wait ends now
         with anyio.fail_after(120):
             await all_ended.wait()
@@ -118,7 +118,7 @@ async def run(sessions: int, waves: int) -> None:
                 gc.collect()
                 closed.append(rss_kib())
                 print(f"| {n} | {waiting} | {expired} | {closed[-1]} | {ended}/{sessions} |")
-                assert app._pushes.total == 0
+                assert app.pushes.total == 0
     growth = (closed[-1] - closed[0]) / max(1, sessions * (len(closed) - 1))
     print(
         f"held per waiting session in wave 1: {(waiting - before) / sessions:.1f} KiB (RSS, approximate); "

@@ -186,12 +186,12 @@ async def test_a_pushed_question_never_answered_completes_too_late_at_the_flow_d
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
                 await pushed.wait()
-                assert app._pushes.total == 1
+                assert app.pushes.total == 1
                 clock.advance(app.settings.flow_deadline + 1)
         release.set()
     assert results[0].content[0].text.startswith("Expired")
     assert BOOKED == []
-    assert app._pushes.total == 0 and app._pushes.by_session == {}
+    assert app.pushes.total == 0 and app.pushes.by_session == {}
     trail = await (await app.store()).audit(AuditFilter(tool="book"))
     assert [(e.event, e.outcome) for e in trail] == [("asked", None), ("completed", "expired")]
 
@@ -231,12 +231,12 @@ async def test_a_pushed_question_beyond_a_cap_completes_without_asking(
                 await pushed.wait()
                 await call("b")  # the one pending question allowed is already held
                 assert texts == [texts[0]] and texts[0].startswith("Not asked: too many questions")
-                assert app._pushes.total == 1
+                assert app.pushes.total == 1
                 release.set()
         trail = await (await app.store()).audit(AuditFilter(tool="book", event="completed"))
     assert sorted(t.split(":")[0] for t in texts) == ["Cancelled", "Not asked"]
     assert sorted(e.outcome or "" for e in trail) == ["declined", "too_many_pending"]
-    assert BOOKED == [] and app._pushes.total == 0
+    assert BOOKED == [] and app.pushes.total == 0
 
 
 def test_the_pending_push_caps_count_per_session_and_per_process() -> None:

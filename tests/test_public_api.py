@@ -17,6 +17,7 @@ def test_askback_exports_exactly_its_public_names() -> None:
     assert set(askback.__all__) == {
         "Accepted",
         "Argument",
+        "ArgumentRequiredError",
         "Askback",
         "AskbackError",
         "Cancelled",
