@@ -152,3 +152,93 @@ async def test_batches_bodies_that_are_not_json_rpc_gets_and_deletes_without_hea
         response = await http.request(method, "/mcp", **request_args)
     assert response.status_code == 400
     assert "MCP-Protocol-Version" not in response.json()["error"]["message"]
+
+
+# --- routes mounted beside /mcp, each under its own auth policy ------------------------------------------------
+
+
+def echo_app(seen: list[dict[str, Any]]) -> Any:
+    """A mounted ASGI app that records what reached it and answers who it saw."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        request = Request(scope, receive)
+        body = await request.body()
+        user = scope.get("user")
+        who = getattr(getattr(user, "access_token", None), "subject", None)
+        seen.append({"path": scope["path"], "body": body, "who": who})
+        await JSONResponse({"who": who})(scope, receive, send)
+
+    return app
+
+
+def hmac_check(secret: bytes) -> Callable[[Any, bytes], bool]:
+    import hashlib
+    import hmac
+
+    def verify(headers: Any, body: bytes) -> bool:
+        expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(headers.get("x-signature", ""), expected)
+
+    return verify
+
+
+async def test_each_mount_is_reached_under_its_own_policy(make_settings: Callable[..., Any]) -> None:
+    import hashlib
+    import hmac
+
+    from askback.server import Bearer, Mounted, Open, Signed
+
+    pages: list[dict[str, Any]] = []
+    hooks: list[dict[str, Any]] = []
+    private: list[dict[str, Any]] = []
+    server = Askback("mounts", settings=make_settings(demo_auth=False))
+    app = build_app(
+        server,
+        token_verifier=DemoTokenVerifier(),
+        mounts=[
+            Mounted("/pages", echo_app(pages), auth=Open()),
+            Mounted("/hooks", echo_app(hooks), auth=Signed(hmac_check(b"s3cret"))),
+            Mounted("/private", echo_app(private), auth=Bearer()),
+        ],
+    )
+    body = b'{"event":"account.active"}'
+    good = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+    async with server.running(), client_for(app) as http:
+        page = await http.get("/pages/connect")
+        forged = await http.post("/hooks/github", content=body, headers={"X-Signature": "0" * 64})
+        unsigned = await http.post("/hooks/github", content=body)
+        signed = await http.post("/hooks/github", content=body, headers={"X-Signature": good})
+        anonymous = await http.get("/private/x")
+        alice = await http.get("/private/x", headers={"Authorization": "Bearer demo-alice"})
+        mcp_without_token = await http.post("/mcp", json={})
+    assert page.status_code == 200 and page.json() == {"who": None}  # open: no token asked for
+    assert (forged.status_code, unsigned.status_code, signed.status_code) == (401, 401, 200)
+    assert [h["body"] for h in hooks] == [body]  # only the signed request reached the app, with its exact body
+    assert anonymous.status_code == 401 and alice.json() == {"who": "alice"}
+    assert [p["who"] for p in private] == ["alice"]
+    assert mcp_without_token.status_code == 401  # the MCP endpoint keeps its bearer policy
+
+
+def test_a_mount_cannot_take_the_mcp_endpoint_a_probe_or_another_mounts_path() -> None:
+    from askback.errors import DefinitionError
+    from askback.server import Mounted, Open
+
+    for path in ("/mcp", "/mcp/", "/healthz", "/", "pages"):
+        with pytest.raises(DefinitionError):
+            Mounted(path, echo_app([]), auth=Open())
+    server = Askback("dupes", settings=load_settings(state_keys=None))
+    with pytest.raises(DefinitionError, match="share a path"):
+        build_app(server, mounts=[Mounted("/a", echo_app([])), Mounted("/a/", echo_app([]))])
+
+
+def test_a_policy_covers_its_path_and_what_is_under_it_not_a_longer_name() -> None:
+    from askback.server.auth import Bearer, Open, policy_for
+
+    policies = [("/pages", Open()), ("/pages/admin", Bearer())]
+    assert policy_for("/pages", policies) == Open()
+    assert policy_for("/pages/connect", policies) == Open()
+    assert policy_for("/pages/admin/users", policies) == Bearer()  # the longest prefix wins
+    assert policy_for("/pagesx", policies) == Bearer()
+    assert policy_for("/mcp", policies) == Bearer()
