@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult
 
 from askback.audit import AuditEvent
@@ -316,8 +315,3 @@ class RoundExecutor:
 
 def _recorded(claim: RoundClaim) -> decision.Recorded:
     return decision.Recorded(claim.outcome, completed=claim.status == "completed")
-
-
-def tool_error(exc: AskbackError) -> ToolError:
-    """An error the model should read: a tool result flagged `isError`."""
-    return ToolError(str(exc))
