@@ -242,3 +242,18 @@ def test_a_policy_covers_its_path_and_what_is_under_it_not_a_longer_name() -> No
     assert policy_for("/pages/admin/users", policies) == Bearer()  # the longest prefix wins
     assert policy_for("/pagesx", policies) == Bearer()
     assert policy_for("/mcp", policies) == Bearer()
+
+
+def test_a_signed_mount_never_lets_a_websocket_through(make_settings: Callable[..., Any]) -> None:
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from askback.server import Mounted, Signed
+
+    reached: list[dict[str, Any]] = []
+    server = Askback("ws", settings=make_settings(demo_auth=False))
+    app = build_app(server, mounts=[Mounted("/hooks", echo_app(reached), auth=Signed(lambda headers, body: True))])
+    with TestClient(app) as client, pytest.raises(WebSocketDisconnect) as closed:
+        with client.websocket_connect("/hooks/stream"):
+            pass
+    assert closed.value.code == 1008 and reached == []
