@@ -12,7 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
+from askback.cli.output import reports_errors
+from askback.errors import AskbackError, ConfigurationError
 from infra import run_askback
 
 KEYS = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48)}
@@ -101,3 +105,32 @@ def test_an_unreachable_postgresql_database_is_refused_without_its_password(tmp_
 def test_every_command_reports_an_error_on_one_unwrapped_line(tmp_path: Path, args: list[str]) -> None:
     result = run_askback(*args, cwd=tmp_path, env=NARROW)
     assert len(the_one_error_line(result)) > 80
+
+
+def test_an_askback_error_raised_by_a_command_is_printed_once_and_exits_with_its_exit_code(tmp_path: Path) -> None:
+    # `askback db upgrade` raises the ConfigurationError of a database URL askback cannot use; the command line's one
+    # error boundary prints it and exits with that error's exit_code.
+    result = run_askback("db", "upgrade", cwd=tmp_path, env={**NARROW, "ASKBACK_DATABASE_URL": "mysql://db/askback"})
+    assert result.returncode == ConfigurationError.exit_code
+    line = the_one_error_line(result)
+    assert "'mysql'" in line and "ASKBACK_DATABASE_URL" in line
+
+
+def test_the_error_boundary_exits_with_the_exit_code_the_error_carries() -> None:
+    class Unavailable(AskbackError):
+        exit_code = 69
+
+    app = typer.Typer()
+
+    @app.callback()
+    def root() -> None:
+        """A command line of one's own, with askback's error boundary."""
+
+    @app.command("go")
+    @reports_errors
+    def go() -> None:
+        raise Unavailable("the thing is down;\nretry later")
+
+    result = CliRunner().invoke(app, ["go"])
+    assert result.exit_code == 69
+    assert result.stderr == "error: the thing is down; retry later\n" and result.stdout == ""

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from askback.cli.output import fail
+from askback.cli.output import UsageError, reports_errors
 from askback.errors import ProbeError
 
 if TYPE_CHECKING:
@@ -30,11 +30,11 @@ def _parse_args(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise fail(
+        raise UsageError(
             f"--args is not valid JSON ({exc}); give the tool's arguments as an object, e.g. '{{\"id\": 1}}'"
         ) from None
     if not isinstance(value, dict):
-        raise fail(f"--args must be a JSON object of the tool's arguments, not {type(value).__name__}")
+        raise UsageError(f"--args must be a JSON object of the tool's arguments, not {type(value).__name__}")
     return value
 
 
@@ -62,6 +62,7 @@ def print_report(report: Report, console: Console) -> None:
     console.print(f"{verdict}: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
 
 
+@reports_errors
 def check(
     url: Annotated[str, typer.Argument(metavar="URL", help="The MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")],
     tool: Annotated[str, typer.Option("--tool", help="A tool that asks the user; the probe calls it.")],
@@ -86,7 +87,7 @@ def check(
             with Console(stderr=True).status(f"probing {tool} at {url}"):
                 report = run_check(url, tool, arguments, token=token, timeout=timeout)
     except ProbeError as exc:
-        raise fail(f"cannot check {url}: {exc}") from None
+        raise ProbeError(f"cannot check {url}: {exc}") from None
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from askback.cli.output import fail
+from askback.cli.output import UsageError, reports_errors
 from askback.tools.lint import lint_paths, parse_codes, render_json, render_text
 
 __all__ = ["register"]
@@ -25,13 +25,14 @@ def _codes(value: str | None, option: str) -> set[str] | None:
     try:
         return parse_codes(value)
     except ValueError as exc:
-        raise fail(f"{option}: {exc}") from None
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def register(app: typer.Typer) -> None:
     """Add `lint` to `app`."""
 
     @app.command("lint")
+    @reports_errors
     def lint(
         paths: Annotated[
             list[Path],
@@ -67,12 +68,14 @@ def register(app: typer.Typer) -> None:
         Each rule and its fix: docs/lint.md.
         """
         if output_format not in _FORMATS:
-            raise fail(f"--format is text or json, not {output_format!r}")
+            raise UsageError(f"--format is text or json, not {output_format!r}")
         chosen = _codes(select, "--select")
         dropped = _codes(ignore, "--ignore")
         missing = [str(p) for p in paths if not p.exists()]
         if missing:
-            raise fail(f"{', '.join(missing)}: no such file or directory. Pass files or directories of Python code.")
+            raise UsageError(
+                f"{', '.join(missing)}: no such file or directory. Pass files or directories of Python code."
+            )
         findings = lint_paths(paths, select=chosen, ignore=dropped)
         if output_format == "json":
             typer.echo(render_json(findings))

@@ -1,0 +1,44 @@
+"""`askback demo`: the demo server with several workers, and a walk through a deletion and a production deploy."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from askback.cli.output import UsageError, reports_errors
+
+__all__ = ["register"]
+
+
+@reports_errors
+def demo(
+    interactive: Annotated[bool, typer.Option("--interactive", help="Ask the person at this terminal.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes for the demo server.")] = 3,
+    port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 0,
+    database: Annotated[
+        str,
+        typer.Option(
+            "--database",
+            help="SQLite database for the demo. The demo creates it, marked as the demo's (a table askback_demo), "
+            "and replaces it on the next run; an existing file without that mark is refused, never deleted.",
+        ),
+    ] = "sqlite:///askback-demo.db",
+) -> None:
+    """Start the demo server with several workers and walk through a deletion and a production deploy."""
+    from askback.demo.run import run_demo
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port is a TCP port, 1 to 65535 (or 0 for a free one), not {port}")
+    try:
+        code = run_demo(interactive=interactive, workers=workers, port=port, database=database)
+    except KeyboardInterrupt:
+        # The demo server and its workers are stopped by now (demo_run.serving).
+        typer.echo("\ninterrupted: the demo server and its workers are stopped", err=True)
+        raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `demo` to `app`."""
+    app.command("demo")(demo)

@@ -1,0 +1,35 @@
+"""The `askback` command: the one Typer app, every command group registered on it, and `main()`.
+
+Each command group lives in a module of its own and adds itself with `register(app)`; every command is wrapped by
+`askback.cli.output.reports_errors`, the one place where an error is printed and its exit status chosen. The
+modules import the server stack (SQLAlchemy, Starlette, uvicorn, the SDK) only inside the commands that need it,
+so `askback lint --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from askback.cli import audit, check, db, demo, keys, lint, serve
+
+__all__ = ["app", "main"]
+
+# Plain help (click's formatter): typer's rich panels show every flag as taking a value (`--json <bool>`) and
+# cram long help into narrow columns.
+app = typer.Typer(
+    help="askback: MCP tools that ask the human, on every instance.", no_args_is_help=True, rich_markup_mode=None
+)
+
+# `askback --help` lists the commands in the order they are added here, then the groups (keys, db).
+serve.register(app)
+keys.register(app)
+db.register(app)
+audit.register(app)
+demo.register(app)
+lint.register(app)
+check.register(app)
+
+
+def main() -> None:
+    """The console entry point (`askback = "askback.cli:main"`), and `python -m askback`."""
+    app()

@@ -1,0 +1,165 @@
+"""`askback serve MODULE:ATTR`: serve an askback server with uvicorn, and the loading of `MODULE:ATTR` targets.
+
+`serve` checks its options, imports the target and prepares the database once in this process, then hands over to
+uvicorn, which calls `app_factory` in every worker process; the target and the options reach the workers through
+environment variables.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import traceback
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from askback.cli.output import UsageError, reports_errors
+from askback.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from askback.server import Askback
+
+__all__ = ["app_factory", "load_object", "load_target", "register"]
+
+_TARGET_ENV = "ASKBACK_SERVE_TARGET"
+_HOST_ENV = "ASKBACK_SERVE_HOST"
+_LOG_ENV = "ASKBACK_SERVE_LOG"
+_VERIFIER_ENV = "ASKBACK_SERVE_VERIFIER"
+
+
+def load_object(target: str, what: str) -> Any:
+    """Import `MODULE:ATTR` and return the object it names."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigurationError(f"{target!r} is not MODULE:ATTR (for {what}, e.g. askback.demo:server)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except SyntaxError as exc:
+        raise ConfigurationError(
+            f"cannot import {module_name!r}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: {exc.msg}"
+        ) from exc
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        # The module's own code raised while being imported: name the exception and where it was raised; running
+        # `python -c "import MODULE"` shows the whole traceback.
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        raise ConfigurationError(
+            f"cannot import {module_name!r}: it raised {type(exc).__name__}: {exc}{where}"
+        ) from exc
+    if not hasattr(module, attr):
+        raise ConfigurationError(f"{module_name!r} has no {attr!r}")
+    return getattr(module, attr)
+
+
+def load_target(target: str) -> Askback:
+    """Import `MODULE:ATTR` and return the `Askback` server it names."""
+    from askback.server import Askback
+
+    server = load_object(target, "an askback server")
+    if not isinstance(server, Askback):
+        raise ConfigurationError(f"{target!r} is not an askback.Askback server (got {type(server).__name__})")
+    return server
+
+
+def app_factory() -> Any:
+    """The ASGI app for one worker of `askback serve` (uvicorn calls this in every worker process)."""
+    from askback.cli import logs
+    from askback.server.http import build_app
+
+    level, _, fmt = os.environ.get(_LOG_ENV, "info:json").partition(":")
+    logs.configure(level, "text" if fmt == "text" else "json")
+    target = os.environ[_TARGET_ENV]
+    verifier = os.environ.get(_VERIFIER_ENV)
+    return build_app(
+        load_target(target),
+        host=os.environ.get(_HOST_ENV, "127.0.0.1"),
+        token_verifier=load_object(verifier, "a token verifier") if verifier else None,
+    )
+
+
+def _http_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}/mcp" if ":" in host else f"http://{host}:{port}/mcp"
+
+
+@reports_errors
+def serve(
+    target: Annotated[str, typer.Argument(help="MODULE:ATTR of an askback.Askback server, e.g. askback.demo:server")],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on, 1 to 65535.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    log_level: Annotated[str, typer.Option(help="Level of askback's logs (the audit lines are info).")] = "info",
+    log_format: Annotated[str, typer.Option(help="json (one object per line) or text.")] = "json",
+    token_verifier: Annotated[
+        str | None, typer.Option(help="MODULE:ATTR of a token verifier; requests without a valid token get 401.")
+    ] = None,
+    graceful_timeout: Annotated[
+        int, typer.Option(min=1, help="Seconds a stopping instance lets running calls finish.")
+    ] = 30,
+) -> None:
+    """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28 statelessly, and 2025-11-25 sessions), with /healthz
+    and /readyz."""
+    import uvicorn
+
+    from askback.cli import logs
+    from askback.cli.db import run_with_database
+
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port is a TCP port, 1 to 65535, not {port}")
+    if log_format not in ("json", "text"):
+        raise UsageError("--log-format is json or text")
+    if log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
+        raise UsageError("--log-level is one of debug, info, warning, error, critical")
+    logs.configure(log_level, "json" if log_format == "json" else "text")
+    os.environ[_LOG_ENV] = f"{log_level}:{log_format}"
+    if token_verifier is not None:
+        load_object(token_verifier, "a token verifier")
+        os.environ[_VERIFIER_ENV] = token_verifier
+    server = load_target(target)
+    server.check_workers(workers)
+
+    async def prepare() -> str:
+        # Migrate (SQLite) or check (PostgreSQL) once here, before any worker takes a request.
+        async with server.running():
+            return (await server.store()).safe_url
+
+    database = run_with_database(server.settings.database_url, prepare)
+    log = logging.getLogger("askback.serve")
+    url = _http_url(host, port)
+    log.info(
+        "askback serving %s at %s with %s; database %s",
+        target,
+        url,
+        "1 worker" if workers == 1 else f"{workers} workers",
+        database,
+        extra={"url": url, "workers": workers, "database": database},
+    )
+    if token_verifier is None and not server.settings.demo_auth:
+        log.warning(
+            "askback: no --token-verifier, so requests are not authenticated and state then binds to no user: anyone "
+            "holding a pending requestState can answer it. Pass --token-verifier MODULE:ATTR where users are real."
+        )
+    os.environ[_TARGET_ENV] = target
+    os.environ[_HOST_ENV] = host
+    uvicorn.run(
+        "askback.cli.serve:app_factory",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+        log_config=None,
+        app_dir=os.getcwd(),
+        timeout_graceful_shutdown=graceful_timeout,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `serve` to `app`."""
+    app.command("serve")(serve)
