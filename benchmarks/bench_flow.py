@@ -60,7 +60,7 @@ from mcp_types import (
 
 import askback
 from askback.server.http import build_app
-from askback.testing import free_port
+from askback.testing import answered_by_hand, free_port, text
 
 MODE = "2026-07-28"
 TOOL = "write"
@@ -138,11 +138,6 @@ def build_bare(key: str, writes: list[str]) -> MCPServer[Any]:
 # --- driving flows ----------------------------------------------------------------------------------------------
 
 
-async def _declare_elicitation(context: Any, params: Any) -> ElicitResult:
-    # Never called: rounds are driven by hand. Passing a callback is how the client declares elicitation.
-    raise BenchError("the benchmark answers through inputResponses, not the elicitation callback")
-
-
 async def two_rounds(session: ClientSession, item: str) -> int:
     start = time.perf_counter_ns()
     first = await session.call_tool(TOOL, {"item": item}, allow_input_required=True)
@@ -154,16 +149,16 @@ async def two_rounds(session: ClientSession, item: str) -> int:
     elapsed = time.perf_counter_ns() - start
     if not isinstance(second, CallToolResult) or second.is_error:
         raise BenchError(f"round two should complete, got {second!r}")
-    text = " ".join(getattr(c, "text", "") for c in second.content)
-    if text != f"Wrote {item}.":
-        raise BenchError(f"round two completed with {text!r}")
+    said = text(second)
+    if said != f"Wrote {item}.":
+        raise BenchError(f"round two completed with {said!r}")
     return elapsed
 
 
 @contextlib.asynccontextmanager
 async def in_memory(server: MCPServer[Any]) -> AsyncIterator[FlowFn]:
     """One in-process client for the whole run: what is measured is the server's work and the SDK's dispatch."""
-    async with Client(server, mode=MODE, elicitation_callback=_declare_elicitation) as client:
+    async with Client(server, mode=MODE, elicitation_callback=answered_by_hand) as client:
         await client.list_tools()
 
         async def flow(n: int) -> int:
@@ -179,7 +174,7 @@ async def over_http(url: str) -> AsyncIterator[FlowFn]:
 
         async def flow(n: int) -> int:
             transport = streamable_http_client(url, http_client=http)
-            async with Client(transport, mode=MODE, elicitation_callback=_declare_elicitation) as client:
+            async with Client(transport, mode=MODE, elicitation_callback=answered_by_hand) as client:
                 # The client checks a result against the tool's listed output schema, listing the tools first if
                 # it has not: list them here, outside the timed rounds (both servers answer tools/list with
                 # `ttlMs: 0`, so a shared response cache would not spare the request).
@@ -314,9 +309,9 @@ class Servers:
 
     def show_logs(self) -> None:
         for side, (_, _, log) in self.procs.items():
-            text = log.read_text(errors="replace").strip()
-            if text:
-                print(f"--- {side} server output ---\n{text[-4000:]}", file=sys.stderr)
+            output = log.read_text(errors="replace").strip()
+            if output:
+                print(f"--- {side} server output ---\n{output[-4000:]}", file=sys.stderr)
 
     def stop(self) -> None:
         for proc, _, _ in self.procs.values():

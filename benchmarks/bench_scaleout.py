@@ -50,7 +50,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, InputResponses
 
 from askback.store import Store
-from askback.testing import free_port
+from askback.testing import answered_by_hand, free_port, text
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's infrastructure: PostgreSQL, `askback serve`, nginx
@@ -386,17 +386,13 @@ class Samples:
         self.machine_total += after.machine[1] - before.machine[1]
 
 
-async def _declare_elicitation(context: Any, params: Any) -> ElicitResult:
-    raise BenchError("the benchmark answers through inputResponses, not the elicitation callback")
-
-
 async def one_flow(target: Target, http: httpx2.AsyncClient, n: int, samples: Samples | None) -> None:
     """One two-round flow with a new SDK client over the worker's kept-alive connection."""
     askback = target.config.group.side == "askback"
     tool, arguments = ("deploy", {"service": f"svc-{n}"}) if askback else (bench_flow.TOOL, {"item": f"item-{n}"})
     answers, expected = (STAGING, f"Deployed svc-{n} to staging.") if askback else (bench_flow.YES, f"Wrote item-{n}.")
     transport = streamable_http_client(target.url, http_client=http)
-    async with Client(transport, mode=bench_flow.MODE, elicitation_callback=_declare_elicitation) as client:
+    async with Client(transport, mode=bench_flow.MODE, elicitation_callback=answered_by_hand) as client:
         t0 = time.perf_counter_ns()
         # Listed before the rounds: the client checks a result against the tool's output schema and lists the tools
         # first if it has not. Timed apart; it is inside the flows/s wall time, as it is for a real client.
@@ -412,9 +408,9 @@ async def one_flow(target: Target, http: httpx2.AsyncClient, n: int, samples: Sa
         t3 = time.perf_counter_ns()
     if not isinstance(second, CallToolResult) or second.is_error:
         raise BenchError(f"{target.config.name}: round two should complete, got {second!r}")
-    text = " ".join(getattr(c, "text", "") for c in second.content)
-    if text != expected:
-        raise BenchError(f"{target.config.name}: round two completed with {text!r}, expected {expected!r}")
+    said = text(second)
+    if said != expected:
+        raise BenchError(f"{target.config.name}: round two completed with {said!r}, expected {expected!r}")
     if samples is not None:
         samples.listing.append(t1 - t0)
         samples.first.append(t2 - t1)

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 from mcp.server.request_state import AESGCMRequestStateCodec
-from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+from mcp_types import CallToolResult, ElicitResult
 
 from askback.audit import AuditEvent, AuditFilter
 from askback.core.plan import Next, Round
@@ -47,28 +47,6 @@ def served(database_url: str, keys: Sequence[str], *, workers: int = 3) -> Itera
     env = {"ASKBACK_STATE_KEYS": ",".join(keys), "ASKBACK_DATABASE_URL": database_url}
     with serving(DEMO, port=free_port(), workers=workers, env=env) as url:
         yield Served(url=url, database_url=database_url, keys=tuple(keys))
-
-
-def accept(**content: Any) -> ElicitResult:
-    return ElicitResult(action="accept", content=content)
-
-
-def text(result: CallToolResult | InputRequiredResult | None) -> str:
-    assert isinstance(result, CallToolResult), f"expected a complete result, got {result!r}"
-    return " ".join(getattr(c, "text", "") for c in result.content)
-
-
-def state_of(rnd: Round) -> str:
-    """The sealed `requestState` of an `input_required` round."""
-    assert rnd.error is None, f"expected input_required, got the error {rnd.error!r}"
-    assert isinstance(rnd.result, InputRequiredResult), f"expected input_required, got {rnd.result!r}"
-    assert rnd.result.request_state is not None
-    return rnd.result.request_state
-
-
-def asked_keys(rnd: Round) -> set[str]:
-    assert isinstance(rnd.result, InputRequiredResult), f"expected input_required, got {rnd!r}"
-    return set(rnd.result.input_requests or {})
 
 
 @dataclass(frozen=True)

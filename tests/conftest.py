@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
+from _http import Served, served
 from askback import Askback, load_settings
 from askback.clock import FrozenClock
 from askback.demo import build
@@ -45,6 +46,21 @@ async def demo(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIt
     app = build(make_settings(), clock=clock)
     async with app.running():
         yield app
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The demo over real HTTP (`askback serve askback.demo:server`, one worker, a SQLite file and a state key of its
+    own), shared by the tests of one module: each module that uses it gets its own."""
+    path = tmp_path_factory.mktemp("demo-server") / "db.sqlite"
+    with served(f"sqlite:///{path}", [secrets.token_urlsafe(48)], workers=1) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def demo_url(demo_server: Served) -> str:
+    """The /mcp URL of the module's `demo_server`."""
+    return demo_server.url
 
 
 # Property tests: a few examples with the suite, 10,000 in the documented deep run (`--hypothesis-profile=deep`).

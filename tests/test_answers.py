@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from askback import Askback, Choice, Default, Flow, Form, Link
 from askback.audit import AuditFilter
 from askback.clock import FrozenClock
+from askback.testing import accept, answered_by_hand, text
 
 pytestmark = pytest.mark.anyio
 
@@ -67,10 +68,6 @@ async def app(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIte
         yield server
 
 
-async def _noop(context: Any, params: Any) -> ElicitResult:
-    raise AssertionError("rounds are driven by hand in these tests")
-
-
 async def call(
     client: Client, tool: str, args: dict[str, Any], responses: dict[str, ElicitResult] | None = None, state: Any = None
 ) -> CallToolResult | InputRequiredResult:
@@ -79,10 +76,6 @@ async def call(
     )
     assert isinstance(result, CallToolResult | InputRequiredResult)
     return result
-
-
-def accept(**content: Any) -> ElicitResult:
-    return ElicitResult(action="accept", content=content)
 
 
 def message(result: CallToolResult | InputRequiredResult, key: str) -> str:
@@ -104,7 +97,7 @@ def message(result: CallToolResult | InputRequiredResult, key: str) -> str:
 async def test_invalid_form_content_is_asked_again_saying_what_was_wrong(
     app: Askback, content: dict[str, Any], why: str
 ) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "order", {"item": "shirt"})
         second = await call(client, "order", {"item": "shirt"}, {"order": accept(**content)}, first.request_state)  # type: ignore[union-attr]
         assert isinstance(second, InputRequiredResult)
@@ -121,7 +114,7 @@ async def test_invalid_form_content_is_asked_again_saying_what_was_wrong(
 
 
 async def test_unknown_keys_and_extra_fields_are_ignored(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "order", {"item": "hat"})
         done = await call(
             client,
@@ -130,28 +123,24 @@ async def test_unknown_keys_and_extra_fields_are_ignored(app: Askback) -> None:
             {"order": accept(quantity=1, size="S", colour="green"), "stranger": accept(x=1)},
             first.request_state,  # type: ignore[union-attr]
         )
-    assert isinstance(done, CallToolResult) and "Ordered 1 x hat size S." in done.content[0].text  # type: ignore[union-attr]
+    assert isinstance(done, CallToolResult) and "Ordered 1 x hat size S." in text(done)
     answered = await (await app.store()).audit(AuditFilter(event="answered"))
     assert [e.content for e in answered] == [{"quantity": 1, "size": "S"}]  # the extra field is not kept
 
 
 async def test_an_accepted_link_alone_never_completes(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "calendar", {"user": "ada"})
         assert isinstance(first, InputRequiredResult)
         params = first.input_requests["connect"].params  # type: ignore[index]
         assert params.mode == "url" and params.url.startswith("https://accounts.example.com/")  # type: ignore[union-attr]
         # The user says they opened it, but the account is not connected: ask again.
-        second = await call(
-            client, "calendar", {"user": "ada"}, {"connect": ElicitResult(action="accept")}, first.request_state
-        )
+        second = await call(client, "calendar", {"user": "ada"}, {"connect": accept()}, first.request_state)
         assert isinstance(second, InputRequiredResult)
         assert "not seem to be finished" in message(second, "connect")
         ACCOUNTS["ada"] = True  # the real state changes (the hosted page did its work)
-        third = await call(
-            client, "calendar", {"user": "ada"}, {"connect": ElicitResult(action="accept")}, second.request_state
-        )
-    assert isinstance(third, CallToolResult) and third.content[0].text == "Calendar of ada is connected."  # type: ignore[union-attr]
+        third = await call(client, "calendar", {"user": "ada"}, {"connect": accept()}, second.request_state)
+    assert isinstance(third, CallToolResult) and text(third) == "Calendar of ada is connected."
 
 
 async def test_a_link_needs_url_mode_declared_explicitly(app: Askback) -> None:
@@ -167,11 +156,11 @@ async def test_a_link_needs_url_mode_declared_explicitly(app: Askback) -> None:
 async def test_a_default_fallback_answers_for_a_client_that_cannot_ask(app: Askback) -> None:
     async with Client(app.mcp) as client:
         result = await call(client, "paint", {})
-    assert isinstance(result, CallToolResult) and result.content[0].text == "Painted red."  # type: ignore[union-attr]
+    assert isinstance(result, CallToolResult) and text(result) == "Painted red."
 
 
 async def test_answers_without_askback_state_are_asked_again_before_an_effect(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         # A client that answers without ever having received askback's state (or drops it).
         unsealed = await call(client, "order", {"item": "mug"}, {"order": accept(quantity=1, size="L")})
         assert isinstance(unsealed, InputRequiredResult) and set(unsealed.input_requests or {}) == {"order"}
@@ -185,13 +174,13 @@ async def test_answers_without_askback_state_are_asked_again_before_an_effect(ap
 
 
 async def test_a_tool_without_effects_completes_on_answers_alone(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         result = await call(client, "paint", {}, {"colour": accept(choice="blue")})
-    assert isinstance(result, CallToolResult) and result.content[0].text == "Painted blue."  # type: ignore[union-attr]
+    assert isinstance(result, CallToolResult) and text(result) == "Painted blue."
 
 
 async def test_the_round_cap_ends_the_flow_with_a_clear_message(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         result = await call(client, "order", {"item": "sock"})
         rounds = 1
         while isinstance(result, InputRequiredResult):
@@ -201,40 +190,40 @@ async def test_the_round_cap_ends_the_flow_with_a_clear_message(app: Askback) ->
             )
             rounds += 1
     assert not result.is_error
-    assert result.content[0].text.startswith("Stopped: this request asked 4 rounds")  # type: ignore[union-attr]
+    assert text(result).startswith("Stopped: this request asked 4 rounds")
     assert ORDERS == []
 
 
 async def test_past_the_flow_deadline_the_person_is_told_it_took_too_long(app: Askback, clock: FrozenClock) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "order", {"item": "cap"})
         clock.advance(app.settings.flow_deadline + 1)
         late = await call(
             client, "order", {"item": "cap"}, {"order": accept(quantity=1, size="M")}, first.request_state
         )  # type: ignore[union-attr]
     assert isinstance(late, CallToolResult) and not late.is_error
-    assert late.content[0].text.startswith("Expired: this request waited more than 15 minutes")  # type: ignore[union-attr]
+    assert text(late).startswith("Expired: this request waited more than 15 minutes")
     assert ORDERS == []
 
 
 async def test_within_the_deadline_a_slow_answer_still_completes(app: Askback, clock: FrozenClock) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "order", {"item": "cap"})
         clock.advance(app.settings.flow_deadline - 1)
         done = await call(
             client, "order", {"item": "cap"}, {"order": accept(quantity=1, size="M")}, first.request_state
         )  # type: ignore[union-attr]
-    assert isinstance(done, CallToolResult) and done.content[0].text.startswith("Ordered")  # type: ignore[union-attr]
+    assert isinstance(done, CallToolResult) and text(done).startswith("Ordered")
 
 
 async def test_a_replayed_final_round_returns_the_first_outcome_and_runs_nothing_again(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "order", {"item": "bag"})
         final = ({"order": accept(quantity=3, size="L")}, first.request_state)  # type: ignore[union-attr]
         results = [await call(client, "order", {"item": "bag"}, *final) for _ in range(4)]
         # Even different answers on a replay of a finished flow change nothing.
         results.append(await call(client, "order", {"item": "bag"}, {"order": accept(quantity=9, size="S")}, final[1]))
-    texts = {r.content[0].text for r in results}  # type: ignore[union-attr]
+    texts = {text(r) for r in results}
     assert texts == {"Ordered 3 x bag size L."}
     assert len(ORDERS) == 1
     trail = await (await app.store()).audit(AuditFilter(tool="order"))
@@ -246,7 +235,7 @@ async def test_a_replayed_final_round_returns_the_first_outcome_and_runs_nothing
 
 async def test_audit_events_are_logged_with_fields(app: Askback, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="askback.audit")
-    async with Client(app.mcp, elicitation_callback=_noop) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "order", {"item": "pen"})
         await call(client, "order", {"item": "pen"}, {"order": accept(quantity=1, size="S")}, first.request_state)  # type: ignore[union-attr]
     records = [r for r in caplog.records if r.name == "askback.audit"]

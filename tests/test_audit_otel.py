@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_types import ElicitResult
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -14,6 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from askback import Askback
 from askback.audit import AuditFilter
+from askback.testing import accept, answering, text
 
 pytestmark = pytest.mark.anyio
 
@@ -30,12 +30,10 @@ def tracing() -> None:
 async def test_span_attributes_and_stored_events_name_the_flow_and_the_answer(demo: Askback) -> None:
     _EXPORTER.clear()
 
-    async def answer(context: Any, params: Any) -> ElicitResult:
-        return ElicitResult(action="accept", content={"project_name": "billing-legacy"})
-
+    answer = answering(project_name=accept(project_name="billing-legacy"))
     async with Client(demo.mcp, elicitation_callback=answer) as client:
         result = await client.call_tool("delete_project", {"project_id": "prj_99"})
-    assert result.content[0].text == "Deleted billing-legacy."  # type: ignore[union-attr]
+    assert text(result) == "Deleted billing-legacy."
 
     attrs: dict[str, Any] = {}
     for span in _EXPORTER.get_finished_spans():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -22,7 +21,7 @@ from typer.testing import CliRunner
 
 from askback.cli.check import register
 from askback.errors import ProbeError
-from askback.testing import free_port, serving
+from askback.testing import free_port
 from askback.tools.check import (
     CHECKS,
     Exchange,
@@ -40,14 +39,6 @@ from infra import wait_until
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DELETE = {"project_id": "prj_42"}
-
-
-@pytest.fixture(scope="module")
-def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    db = tmp_path_factory.mktemp("check-demo") / "db"
-    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": f"sqlite:///{db}"}
-    with serving("askback.demo:server", port=free_port(), workers=1, env=env) as url:
-        yield url
 
 
 def loopback(port: int) -> list[str]:

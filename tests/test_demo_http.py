@@ -1,10 +1,11 @@
 """The demo tools over real HTTP (`askback serve askback.demo:server`), through the official SDK client's own
-round driver: every path of delete_project and deploy, and the -32021 status."""
+round driver: every path of delete_project and deploy, and the -32021 status.
+
+The module shares one server (conftest's `demo_server`). Only one test deletes a project, `prj_42`; the other deletion
+paths ask about `prj_99`, and each deploy test deploys as a user of its own, so no test depends on which ran first."""
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,30 +14,18 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, ElicitResult
+from mcp_types import CallToolResult
 
-from askback.testing import free_port, serving
+from _http import listing
+from askback.testing import Answering, accept, answering, cancel, decline, text
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    db = tmp_path_factory.mktemp("demo-http") / "db.sqlite"
-    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": f"sqlite:///{db}"}
-    with serving("askback.demo:server", port=free_port(), workers=1, env=env) as mcp_url:
-        yield mcp_url
-
-
-def answering(**by_field: ElicitResult) -> Any:
-    async def callback(context: Any, params: Any) -> ElicitResult:
-        fields = set(params.requested_schema["properties"])
-        return next(answer for name, answer in by_field.items() if name in fields)
-
-    return callback
-
-
-async def call(url: str, tool: str, args: dict[str, Any], user: str, callback: Any = None) -> CallToolResult:
+async def call(
+    url: str, tool: str, args: dict[str, Any], user: str, callback: Answering | None = None
+) -> CallToolResult:
+    """One call through the SDK client's own round driver, as `user`; without a callback it declares no elicitation."""
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer demo-{user}"}) as http,
         Client(streamable_http_client(url, http_client=http), elicitation_callback=callback) as client,
@@ -51,69 +40,94 @@ def leaves(group: BaseExceptionGroup[MCPError]) -> list[MCPError]:
     return out
 
 
-def text(result: CallToolResult) -> str:
-    return " ".join(getattr(c, "text", "") for c in result.content)
+async def assert_not_deleted(url: str, project_id: str) -> None:
+    recorded = await listing(url)
+    assert project_id in [p["id"] for p in recorded["projects"]]
+    assert [d for d in recorded["deletions"] if d["project_id"] == project_id] == []
 
 
-async def test_health_and_readiness_answer(url: str) -> None:
-    base = url.removesuffix("/mcp")
+async def deployed_by(url: str, user: str) -> list[dict[str, Any]]:
+    return [d for d in (await listing(url))["deployments"] if d["by"] == user]
+
+
+async def test_health_and_readiness_answer(demo_url: str) -> None:
+    base = demo_url.removesuffix("/mcp")
     async with httpx.AsyncClient() as http:
         assert (await http.get(f"{base}/healthz")).json()["status"] == "ok"
         assert (await http.get(f"{base}/readyz")).json()["status"] == "ready"
 
 
-async def test_delete_paths_over_http(url: str) -> None:
-    mismatch = await call(
-        url,
-        "delete_project",
-        {"project_id": "prj_42"},
-        "carol",
-        answering(project_name=ElicitResult(action="accept", content={"project_name": "nope"})),
-    )
+async def test_a_deletion_answered_with_another_name_is_cancelled_and_deletes_nothing(demo_url: str) -> None:
+    cb = answering(project_name=accept(project_name="nope"))
+    mismatch = await call(demo_url, "delete_project", {"project_id": "prj_99"}, "carol", cb)
     assert text(mismatch) == "Cancelled: name did not match."
-    declined = await call(
-        url, "delete_project", {"project_id": "prj_42"}, "carol", answering(project_name=ElicitResult(action="decline"))
-    )
-    assert text(declined).startswith("Cancelled") and not declined.is_error
-    cancelled = await call(
-        url, "delete_project", {"project_id": "prj_42"}, "carol", answering(project_name=ElicitResult(action="cancel"))
-    )
-    assert text(cancelled).startswith("Cancelled") and not cancelled.is_error
-    unknown = await call(url, "delete_project", {"project_id": "prj_0"}, "carol", answering())
+    assert not mismatch.is_error and len(cb.asked) == 1
+    await assert_not_deleted(demo_url, "prj_99")
+
+
+async def test_a_declined_deletion_is_cancelled_and_deletes_nothing(demo_url: str) -> None:
+    cb = answering(project_name=decline())
+    declined = await call(demo_url, "delete_project", {"project_id": "prj_99"}, "carol", cb)
+    assert text(declined) == "Cancelled: you declined to delete the project."
+    assert not declined.is_error and len(cb.asked) == 1
+    await assert_not_deleted(demo_url, "prj_99")
+
+
+async def test_a_cancelled_deletion_is_cancelled_and_deletes_nothing(demo_url: str) -> None:
+    cb = answering(project_name=cancel())
+    cancelled = await call(demo_url, "delete_project", {"project_id": "prj_99"}, "carol", cb)
+    assert text(cancelled) == "Cancelled: the confirmation was dismissed; nothing was deleted."
+    assert not cancelled.is_error and len(cb.asked) == 1
+    await assert_not_deleted(demo_url, "prj_99")
+
+
+async def test_deleting_an_unknown_project_is_a_tool_error_naming_it_without_a_question(demo_url: str) -> None:
+    cb = answering()
+    unknown = await call(demo_url, "delete_project", {"project_id": "prj_0"}, "carol", cb)
     assert unknown.is_error and "prj_0" in text(unknown)
-    deleted = await call(
-        url,
-        "delete_project",
-        {"project_id": "prj_42"},
-        "carol",
-        answering(project_name=ElicitResult(action="accept", content={"project_name": "web-frontend"})),
-    )
+    assert cb.asked == []
+
+
+async def test_a_deletion_confirmed_with_the_project_name_deletes_it_once(demo_url: str) -> None:
+    cb = answering(project_name=accept(project_name="web-frontend"))
+    deleted = await call(demo_url, "delete_project", {"project_id": "prj_42"}, "carol", cb)
     assert text(deleted) == "Deleted web-frontend."
-    listing = await call(url, "list_deployments", {}, "carol")
-    assert listing.structured_content["deletions"] == [{"project_id": "prj_42", "name": "web-frontend", "by": "carol"}]  # type: ignore[index]
+    recorded = await listing(demo_url)
+    assert recorded["deletions"] == [{"project_id": "prj_42", "name": "web-frontend", "by": "carol"}]
+    assert "prj_42" not in [p["id"] for p in recorded["projects"]]
 
 
-async def test_deploy_paths_over_http(url: str) -> None:
-    both = answering(
-        environment=ElicitResult(action="accept", content={"environment": "production"}),
-        confirm=ElicitResult(action="accept", content={"confirm": True}),
-    )
-    assert text(await call(url, "deploy", {"service": "api"}, "dave", both)) == "Deployed api to production."
-    declined = answering(
-        environment=ElicitResult(action="accept", content={"environment": "production"}),
-        confirm=ElicitResult(action="decline"),
-    )
-    assert text(await call(url, "deploy", {"service": "api"}, "dave", declined)).startswith("Cancelled")
-    fallback = await call(url, "deploy", {"service": "api"}, "dave")
+async def test_a_production_deploy_asks_the_environment_then_a_confirmation_and_deploys(demo_url: str) -> None:
+    cb = answering(environment=accept(environment="production"), confirm=accept(confirm=True))
+    assert text(await call(demo_url, "deploy", {"service": "api"}, "dave", cb)) == "Deployed api to production."
+    assert [list(a["requestedSchema"]["properties"]) for a in cb.asked] == [["environment"], ["confirm"]]
+    assert await deployed_by(demo_url, "dave") == [{"service": "api", "environment": "production", "by": "dave"}]
+
+
+async def test_a_production_deploy_declined_at_the_confirmation_is_cancelled_and_deploys_nothing(demo_url: str) -> None:
+    cb = answering(environment=accept(environment="production"), confirm=decline())
+    declined = await call(demo_url, "deploy", {"service": "api"}, "dora", cb)
+    assert text(declined) == "Cancelled: production deploy not confirmed."
+    assert not declined.is_error and len(cb.asked) == 2
+    assert await deployed_by(demo_url, "dora") == []
+
+
+async def test_a_deploy_without_elicitation_or_an_environment_is_a_tool_error_naming_the_choices(demo_url: str) -> None:
+    fallback = await call(demo_url, "deploy", {"service": "api"}, "dan")
     assert fallback.is_error and "environment is required: one of dev, staging, production" in text(fallback)
-    given = await call(url, "deploy", {"service": "api", "environment": "staging"}, "dave")
+    assert await deployed_by(demo_url, "dan") == []
+
+
+async def test_a_deploy_with_the_environment_given_deploys_there_without_asking(demo_url: str) -> None:
+    given = await call(demo_url, "deploy", {"service": "api", "environment": "staging"}, "dee")
     assert text(given) == "Deployed api to staging."
+    assert await deployed_by(demo_url, "dee") == [{"service": "api", "environment": "staging", "by": "dee"}]
 
 
-async def test_missing_capability_is_32021_with_http_400(url: str) -> None:
+async def test_missing_capability_is_32021_with_http_400(demo_url: str) -> None:
     caught: list[MCPError] = []
     try:
-        await call(url, "delete_project", {"project_id": "prj_99"}, "erin")
+        await call(demo_url, "delete_project", {"project_id": "prj_99"}, "erin")
     except* MCPError as group:  # the HTTP transport's task group wraps what the call raised
         caught.extend(leaves(group))
     assert [e.error.code for e in caught] == [-32021]
@@ -138,19 +152,19 @@ async def test_missing_capability_is_32021_with_http_400(url: str) -> None:
         "Accept": "application/json, text/event-stream",
     }
     async with httpx.AsyncClient() as http:
-        response = await http.post(url, json=body, headers=headers)
+        response = await http.post(demo_url, json=body, headers=headers)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32021
     assert response.json()["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
 
-async def test_a_bad_bearer_token_is_401(url: str) -> None:
+async def test_a_bad_bearer_token_is_401(demo_url: str) -> None:
     async with httpx.AsyncClient() as http:
-        response = await http.post(url, json={}, headers={"Authorization": "Bearer not-a-demo-token"})
+        response = await http.post(demo_url, json={}, headers={"Authorization": "Bearer not-a-demo-token"})
     assert response.status_code == 401
 
 
-async def test_a_legacy_header_on_a_modern_request_is_32020_with_http_400(url: str) -> None:
+async def test_a_legacy_header_on_a_modern_request_is_32020_with_http_400(demo_url: str) -> None:
     body = {
         "jsonrpc": "2.0",
         "id": 7,
@@ -164,6 +178,6 @@ async def test_a_legacy_header_on_a_modern_request_is_32020_with_http_400(url: s
     }
     headers = {"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/list", "Accept": "application/json"}
     async with httpx.AsyncClient() as http:
-        response = await http.post(url, json=body, headers=headers)
+        response = await http.post(demo_url, json=body, headers=headers)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32020 and response.json()["id"] == 7

@@ -10,29 +10,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from askback import Askback
+from askback.testing import accept, answered_by_hand, answering, cancel, decline, text
 
 pytestmark = pytest.mark.anyio
-
-
-def text(result: CallToolResult) -> str:
-    return " ".join(getattr(c, "text", "") for c in result.content)
-
-
-def answering(answers: dict[str, ElicitResult]) -> Any:
-    """An elicitation callback that answers by the question's message and records what it was asked."""
-    asked: list[dict[str, Any]] = []
-
-    async def callback(context: Any, params: Any) -> ElicitResult:
-        data = params.model_dump(by_alias=True, exclude_none=True)
-        asked.append(data)
-        props = set(data.get("requestedSchema", {}).get("properties", {}))
-        for key, answer in answers.items():
-            if key in props:
-                return answer
-        raise AssertionError(f"unexpected question {data}")
-
-    callback.asked = asked  # type: ignore[attr-defined]
-    return callback
 
 
 async def listing(app: Askback) -> dict[str, Any]:
@@ -44,7 +24,7 @@ async def listing(app: Askback) -> dict[str, Any]:
 
 
 async def test_delete_with_the_exact_name_deletes_once(demo: Askback) -> None:
-    cb = answering({"project_name": ElicitResult(action="accept", content={"project_name": "billing-legacy"})})
+    cb = answering(project_name=accept(project_name="billing-legacy"))
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("delete_project", {"project_id": "prj_99"})
     assert text(result) == "Deleted billing-legacy."
@@ -56,16 +36,16 @@ async def test_delete_with_the_exact_name_deletes_once(demo: Askback) -> None:
 
 
 async def test_delete_with_another_name_cancels(demo: Askback) -> None:
-    cb = answering({"project_name": ElicitResult(action="accept", content={"project_name": "billing"})})
+    cb = answering(project_name=accept(project_name="billing"))
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("delete_project", {"project_id": "prj_99"})
     assert text(result) == "Cancelled: name did not match."
     assert (await listing(demo))["deletions"] == []
 
 
-@pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_delete_declined_or_cancelled_completes_with_cancelled(demo: Askback, action: str) -> None:
-    cb = answering({"project_name": ElicitResult(action=action)})  # type: ignore[arg-type]
+@pytest.mark.parametrize("answer", [decline(), cancel()], ids=["decline", "cancel"])
+async def test_delete_declined_or_cancelled_completes_with_cancelled(demo: Askback, answer: ElicitResult) -> None:
+    cb = answering(project_name=answer)
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("delete_project", {"project_id": "prj_99"})
     assert text(result).startswith("Cancelled")
@@ -75,7 +55,7 @@ async def test_delete_declined_or_cancelled_completes_with_cancelled(demo: Askba
 
 
 async def test_delete_of_an_unknown_id_is_a_tool_error_without_a_question(demo: Askback) -> None:
-    cb = answering({})
+    cb = answering()
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("delete_project", {"project_id": "prj_404"})
     assert result.is_error and "prj_404" in text(result)
@@ -91,12 +71,7 @@ async def test_delete_without_elicitation_is_32021_naming_form(demo: Askback) ->
 
 
 async def test_deploy_to_production_asks_twice_then_deploys(demo: Askback) -> None:
-    cb = answering(
-        {
-            "environment": ElicitResult(action="accept", content={"environment": "production"}),
-            "confirm": ElicitResult(action="accept", content={"confirm": True}),
-        }
-    )
+    cb = answering(environment=accept(environment="production"), confirm=accept(confirm=True))
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("deploy", {"service": "web"})
     assert text(result) == "Deployed web to production."
@@ -106,7 +81,7 @@ async def test_deploy_to_production_asks_twice_then_deploys(demo: Askback) -> No
 
 
 async def test_deploy_to_staging_needs_no_confirmation(demo: Askback) -> None:
-    cb = answering({"environment": ElicitResult(action="accept", content={"environment": "staging"})})
+    cb = answering(environment=accept(environment="staging"))
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("deploy", {"service": "web"})
     assert text(result) == "Deployed web to staging."
@@ -114,12 +89,7 @@ async def test_deploy_to_staging_needs_no_confirmation(demo: Askback) -> None:
 
 
 async def test_deploy_production_not_confirmed_records_nothing(demo: Askback) -> None:
-    cb = answering(
-        {
-            "environment": ElicitResult(action="accept", content={"environment": "production"}),
-            "confirm": ElicitResult(action="accept", content={"confirm": False}),
-        }
-    )
+    cb = answering(environment=accept(environment="production"), confirm=accept(confirm=False))
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("deploy", {"service": "web"})
     assert text(result) == "Cancelled: production deploy not confirmed."
@@ -134,7 +104,7 @@ async def test_deploy_without_elicitation_falls_back_to_the_environment_argument
 
 
 async def test_deploy_with_environment_given_skips_the_pick(demo: Askback) -> None:
-    cb = answering({"confirm": ElicitResult(action="accept", content={"confirm": True})})
+    cb = answering(confirm=accept(confirm=True))
     async with Client(demo.mcp, elicitation_callback=cb) as client:
         result = await client.call_tool("deploy", {"service": "api", "environment": "production"})
     assert text(result) == "Deployed api to production."
@@ -156,14 +126,14 @@ async def test_deploy_to_dev_given_without_elicitation_completes(demo: Askback) 
 
 
 async def test_rounds_carry_earlier_answers_in_the_sealed_state(demo: Askback) -> None:
-    async with Client(demo.mcp, elicitation_callback=answering({})) as client:
+    async with Client(demo.mcp, elicitation_callback=answered_by_hand) as client:
         first = await client.session.call_tool("deploy", {"service": "web"}, allow_input_required=True)
         assert isinstance(first, InputRequiredResult) and set(first.input_requests or {}) == {"pick_env"}
         assert first.request_state and "production" not in first.request_state
         second = await client.session.call_tool(
             "deploy",
             {"service": "web"},
-            input_responses={"pick_env": ElicitResult(action="accept", content={"environment": "production"})},
+            input_responses={"pick_env": accept(environment="production")},
             request_state=first.request_state,
             allow_input_required=True,
         )
@@ -173,7 +143,7 @@ async def test_rounds_carry_earlier_answers_in_the_sealed_state(demo: Askback) -
         third = await client.session.call_tool(
             "deploy",
             {"service": "web"},
-            input_responses={"confirm_prod": ElicitResult(action="accept", content={"confirm": True})},
+            input_responses={"confirm_prod": accept(confirm=True)},
             request_state=second.request_state,
             allow_input_required=True,
         )

@@ -14,6 +14,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from askback import Askback, Confirm, DefinitionError, Flow, Link
 from askback.audit import AuditFilter
 from askback.clock import FrozenClock
+from askback.testing import accept, answered_by_hand, text
 
 pytestmark = pytest.mark.anyio
 
@@ -51,14 +52,10 @@ async def app(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIte
         yield server
 
 
-async def _never(context: Any, params: Any) -> ElicitResult:
-    raise AssertionError("driven by hand")
-
-
 async def final_round(client: Client, name: str) -> tuple[str, dict[str, ElicitResult]]:
     first = await client.session.call_tool("launch", {"name": name}, allow_input_required=True)
     assert isinstance(first, InputRequiredResult) and first.request_state
-    return first.request_state, {"go": ElicitResult(action="accept", content={"confirm": True})}
+    return first.request_state, {"go": accept(confirm=True)}
 
 
 async def send(client: Client, name: str, state: str, answers: dict[str, ElicitResult]) -> Any:
@@ -68,7 +65,7 @@ async def send(client: Client, name: str, state: str, answers: dict[str, ElicitR
 
 
 async def test_a_failed_effect_releases_its_claim_so_a_retry_runs_it(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_never) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         state, answers = await final_round(client, "boom")
         failed = await send(client, "boom", state, answers)
         assert isinstance(failed, CallToolResult) and failed.is_error
@@ -78,7 +75,7 @@ async def test_a_failed_effect_releases_its_claim_so_a_retry_runs_it(app: Askbac
 
 
 async def test_an_outcome_that_is_not_json_is_refused_but_the_effect_is_not_repeated(app: Askback) -> None:
-    async with Client(app.mcp, elicitation_callback=_never) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         state, answers = await final_round(client, "object")
         with pytest.raises(MCPError, match="JSON-serialisable"):
             await send(client, "object", state, answers)
@@ -91,7 +88,7 @@ async def test_an_outcome_that_is_not_json_is_refused_but_the_effect_is_not_repe
 async def test_a_claim_whose_process_died_is_waited_for_on_the_injected_clock_then_taken_over_after_the_lease(
     app: Askback, clock: FrozenClock
 ) -> None:
-    async with Client(app.mcp, elicitation_callback=_never) as client:
+    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         state, answers = await final_round(client, "apollo")
         # Another instance claimed this effect and died before recording an outcome.
         store = await app.store()
@@ -119,7 +116,7 @@ async def test_a_claim_whose_process_died_is_waited_for_on_the_injected_clock_th
 
         clock.advance(61)  # past the lease: the dead claim is taken over
         done = await send(client, "apollo", state, answers)
-    assert isinstance(done, CallToolResult) and done.content[0].text == "Launched apollo."  # type: ignore[union-attr]
+    assert isinstance(done, CallToolResult) and text(done) == "Launched apollo."
     assert RUNS == ["apollo"]
 
 
@@ -141,7 +138,7 @@ async def test_a_replay_waiting_for_an_effect_in_the_same_process_wakes_when_it_
 
         return f"Launched {await flow.once('launch', fire)}."
 
-    async with app.running(), Client(app.mcp, elicitation_callback=_never) as client:
+    async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         state, answers = await final_round(client, "apollo")
         results: list[Any] = []
 
@@ -153,18 +150,18 @@ async def test_a_replay_waiting_for_an_effect_in_the_same_process_wakes_when_it_
             tg.start_soon(copy)
             await clock.until_sleeping()  # one copy runs the effect, the other waits for it
             release.set()
-    texts = [r.content[0].text for r in results]
+    texts = [text(r) for r in results]
     assert texts == ["Launched apollo.", "Launched apollo."]
     assert runs == ["apollo"]
 
 
 async def test_an_answer_to_a_question_not_yet_asked_is_ignored_and_audited(demo: Askback) -> None:
-    async with Client(demo.mcp, elicitation_callback=_never) as client:
+    async with Client(demo.mcp, elicitation_callback=answered_by_hand) as client:
         first = await client.session.call_tool("deploy", {"service": "web"}, allow_input_required=True)
         assert isinstance(first, InputRequiredResult) and set(first.input_requests or {}) == {"pick_env"}
         eager = {
-            "pick_env": ElicitResult(action="accept", content={"environment": "production"}),
-            "confirm_prod": ElicitResult(action="accept", content={"confirm": True}),  # never shown to the user
+            "pick_env": accept(environment="production"),
+            "confirm_prod": accept(confirm=True),  # never shown to the user
         }
         second = await client.session.call_tool(
             "deploy",
@@ -200,7 +197,7 @@ async def test_asking_a_link_with_ask_is_refused(make_settings: Callable[..., An
         flow.ask_all(typed)
         return "ok"
 
-    async with app.running(), Client(app.mcp, elicitation_callback=_never) as client:
+    async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
         for tool, hint in (("wrong", "flow.link"), ("batch", "expect=")):
             with pytest.raises(MCPError, match=hint):
                 await client.session.call_tool(tool, {}, allow_input_required=True)

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _http import Served, served, state_of
-from askback.testing import call_round
+from _http import Served, served
+from askback.testing import call_round, state_of
 
 pytestmark = [pytest.mark.http, pytest.mark.fuzz]
 

@@ -253,7 +253,10 @@ def test_a_signed_mount_never_lets_a_websocket_through(make_settings: Callable[.
     reached: list[dict[str, Any]] = []
     server = Askback("ws", settings=make_settings(demo_auth=False))
     app = build_app(server, mounts=[Mounted("/hooks", echo_app(reached), auth=Signed(lambda headers, body: True))])
-    with TestClient(app) as client, pytest.raises(WebSocketDisconnect) as closed:
-        with client.websocket_connect("/hooks/stream"):
-            pass
+    with (
+        TestClient(app) as client,
+        pytest.raises(WebSocketDisconnect) as closed,
+        client.websocket_connect("/hooks/stream"),
+    ):
+        pass
     assert closed.value.code == 1008 and reached == []

@@ -22,25 +22,10 @@ import pytest
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 from mcp_types import CallToolResult, ElicitResult
 
-from _http import (
-    RawReply,
-    Served,
-    Step,
-    accept,
-    asked_keys,
-    audit,
-    flow_id,
-    listing,
-    post_call,
-    request_number,
-    run_flow,
-    served,
-    state_of,
-    text,
-)
+from _http import RawReply, Served, Step, audit, flow_id, listing, post_call, request_number, run_flow, served
 from askback.audit import AuditEvent
 from askback.core.plan import Round
-from askback.testing import call_round
+from askback.testing import accept, asked_keys, call_round, state_of, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 

@@ -3,32 +3,27 @@ argument is invalid params, and either way the audit trail records it and nothin
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitResult, InputRequiredResult
+from mcp_types import InputRequiredResult
 
 from askback import Askback
 from askback.audit import AuditEvent, AuditFilter
+from askback.testing import accept, answered_by_hand
 
 pytestmark = pytest.mark.anyio
 
 
-async def _no_callback(context: Any, params: Any) -> ElicitResult:
-    raise AssertionError("rounds are answered by hand here")
-
-
 @pytest.mark.parametrize("bad", ["a\udfffb", "nul\x00"], ids=["lone-surrogate", "nul"])
 async def test_an_answer_with_unstorable_text_is_asked_again_saying_why(demo: Askback, bad: str) -> None:
-    async with Client(demo.mcp, elicitation_callback=_no_callback) as client:
+    async with Client(demo.mcp, elicitation_callback=answered_by_hand) as client:
         first = await client.session.call_tool("delete_project", {"project_id": "prj_99"}, allow_input_required=True)
         assert isinstance(first, InputRequiredResult)
         again = await client.session.call_tool(
             "delete_project",
             {"project_id": "prj_99"},
-            input_responses={"confirm_project": ElicitResult(action="accept", content={"project_name": bad})},
+            input_responses={"confirm_project": accept(project_name=bad)},
             request_state=first.request_state,
             allow_input_required=True,
         )
@@ -41,7 +36,7 @@ async def test_an_answer_with_unstorable_text_is_asked_again_saying_why(demo: As
 
 @pytest.mark.parametrize("bad", ["\ud800", "svc\x00"], ids=["lone-surrogate", "nul"])
 async def test_an_argument_with_unstorable_text_is_invalid_params_and_audited(demo: Askback, bad: str) -> None:
-    async with Client(demo.mcp, elicitation_callback=_no_callback) as client:
+    async with Client(demo.mcp, elicitation_callback=answered_by_hand) as client:
         with pytest.raises(MCPError) as refused:
             await client.session.call_tool("deploy", {"service": bad}, allow_input_required=True)
         deployments = await client.call_tool("list_deployments", {})

@@ -22,7 +22,7 @@ from askback import Askback, Confirm, Flow, Link
 from askback.audit import AuditFilter
 from askback.clock import FrozenClock
 from askback.server.legacy import PendingPushes
-from askback.testing import free_port, serving
+from askback.testing import accept, answering, cancel, decline, free_port, serving, text
 
 pytestmark = pytest.mark.anyio
 
@@ -73,17 +73,15 @@ def recording(answers: dict[str, Callable[[], ElicitResult]]) -> Any:
 
 def connect_then_accept() -> ElicitResult:
     CONNECTED.add("ada")  # the hosted page did its work while the client waited
-    return ElicitResult(action="accept")
+    return accept()
 
 
 async def test_a_legacy_session_gets_the_questions_pushed_url_mode_with_an_elicitation_id(app: Askback) -> None:
-    cb = recording(
-        {"url": connect_then_accept, "form": lambda: ElicitResult(action="accept", content={"confirm": True})}
-    )
+    cb = recording({"url": connect_then_accept, "form": lambda: accept(confirm=True)})
     async with Client(app.mcp, mode="legacy", elicitation_callback=cb) as client:
         assert client.protocol_version == "2025-11-25"
         result = await client.call_tool("book", {"slot": "mon-9"})
-    assert result.content[0].text == "Booked mon-9."  # type: ignore[union-attr]
+    assert text(result) == "Booked mon-9."
     assert [q["mode"] for q in cb.seen] == ["url", "form"]
     assert cb.seen[0]["url"] == "https://calendar.example.com/connect"
     assert cb.seen[0]["elicitationId"]  # required by 2025-11-25 URL mode
@@ -93,21 +91,21 @@ async def test_a_legacy_session_gets_the_questions_pushed_url_mode_with_an_elici
 
 
 async def test_a_legacy_accept_of_a_link_alone_is_not_proof(app: Askback) -> None:
-    cb = recording({"url": lambda: ElicitResult(action="accept"), "form": lambda: ElicitResult(action="decline")})
+    cb = recording({"url": accept, "form": decline})
     async with Client(app.mcp, mode="legacy", elicitation_callback=cb) as client:
         result = await client.call_tool("book", {"slot": "tue-10"}, read_timeout_seconds=30)
     # Never connected: the link is pushed again each round until the round cap ends the flow politely.
-    assert result.content[0].text.startswith("Stopped:")  # type: ignore[union-attr]
+    assert text(result).startswith("Stopped:")
     assert {q["mode"] for q in cb.seen} == {"url"} and len(cb.seen) == app.settings.max_rounds
     assert BOOKED == []
 
 
 async def test_a_legacy_decline_completes_with_the_message(app: Askback) -> None:
     CONNECTED.add("ada")
-    cb = recording({"form": lambda: ElicitResult(action="decline")})
+    cb = recording({"form": decline})
     async with Client(app.mcp, mode="legacy", elicitation_callback=cb) as client:
         result = await client.call_tool("book", {"slot": "wed-11"})
-    assert result.content[0].text.startswith("Cancelled")  # type: ignore[union-attr]
+    assert text(result).startswith("Cancelled")
     assert BOOKED == []
 
 
@@ -118,32 +116,21 @@ async def test_a_legacy_client_without_elicitation_gets_32021(app: Askback) -> N
     assert err.value.error.code == -32021
 
 
-@pytest.fixture(scope="module")
-def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    db: Path = tmp_path_factory.mktemp("legacy") / "db.sqlite"
-    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": f"sqlite:///{db}"}
-    with serving("askback.demo:server", port=free_port(), workers=1, env=env) as url:
-        yield url
-
-
-async def answer_demo(context: Any, params: Any) -> ElicitResult:
-    props = params.requested_schema["properties"]
-    if "project_name" in props:
-        return ElicitResult(action="accept", content={"project_name": "billing-legacy"})
-    if "environment" in props:
-        return ElicitResult(action="accept", content={"environment": "production"})
-    return ElicitResult(action="accept", content={"confirm": True})
-
-
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_the_demo_serves_both_eras_over_http_with_unchanged_tools(demo_url: str, mode: str) -> None:
+    answers = answering(
+        project_name=accept(project_name="billing-legacy"),
+        environment=accept(environment="production"),
+        confirm=accept(confirm=True),
+    )
     async with (
         httpx2.AsyncClient(headers={"Authorization": "Bearer demo-lena"}) as http,
-        Client(streamable_http_client(demo_url, http_client=http), mode=mode, elicitation_callback=answer_demo) as c,
+        Client(streamable_http_client(demo_url, http_client=http), mode=mode, elicitation_callback=answers) as c,
     ):
         deployed = await c.call_tool("deploy", {"service": f"svc-{mode}"})
         listing = await c.call_tool("list_deployments", {})
-    assert deployed.content[0].text == f"Deployed svc-{mode} to production."  # type: ignore[union-attr]
+    assert text(deployed) == f"Deployed svc-{mode} to production."
+    assert [list(a["requestedSchema"]["properties"]) for a in answers.asked] == [["environment"], ["confirm"]]
     assert {"service": f"svc-{mode}", "environment": "production", "by": "lena"} in listing.structured_content[  # type: ignore[index]
         "deployments"
     ]
@@ -154,11 +141,11 @@ async def test_a_legacy_answer_after_the_deadline_is_told_it_took_too_long(app: 
 
     def slow_yes() -> ElicitResult:
         clock.advance(app.settings.flow_deadline + 1)  # the person answers after the deadline
-        return ElicitResult(action="accept", content={"confirm": True})
+        return accept(confirm=True)
 
     async with Client(app.mcp, mode="legacy", elicitation_callback=recording({"form": slow_yes})) as client:
         result = await client.call_tool("book", {"slot": "fri-13"})
-    assert result.content[0].text.startswith("Expired")  # type: ignore[union-attr]
+    assert text(result).startswith("Expired")
     assert BOOKED == []
     events = await (await app.store()).audit(AuditFilter(tool="book"))
     assert events[0].at < events[-1].at  # each event carries the time it happened
@@ -174,7 +161,7 @@ async def test_a_pushed_question_never_answered_completes_too_late_at_the_flow_d
     async def never_answers(context: Any, params: Any) -> ElicitResult:
         pushed.set()
         await release.wait()  # the person never answers (released only so the test can close the client)
-        return ElicitResult(action="cancel")
+        return cancel()
 
     results: list[Any] = []
     async with Client(app.mcp, mode="legacy", elicitation_callback=never_answers) as client:
@@ -189,7 +176,7 @@ async def test_a_pushed_question_never_answered_completes_too_late_at_the_flow_d
                 assert app.pushes.total == 1
                 clock.advance(app.settings.flow_deadline + 1)
         release.set()
-    assert results[0].content[0].text.startswith("Expired")
+    assert text(results[0]).startswith("Expired")
     assert BOOKED == []
     assert app.pushes.total == 0 and app.pushes.by_session == {}
     trail = await (await app.store()).audit(AuditFilter(tool="book"))
@@ -213,17 +200,17 @@ async def test_a_pushed_question_beyond_a_cap_completes_without_asking(
     async def holds(context: Any, params: Any) -> ElicitResult:
         pushed.set()
         await release.wait()
-        return ElicitResult(action="decline")
+        return decline()
 
     texts: list[str] = []
     async with app.running(), Client(app.mcp, mode="legacy", elicitation_callback=holds) as shared:
 
         async def call(slot: str) -> None:
             if one_session:
-                texts.append((await shared.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
+                texts.append(text(await shared.call_tool("book", {"slot": slot})))
                 return
             async with Client(app.mcp, mode="legacy", elicitation_callback=holds) as client:
-                texts.append((await client.call_tool("book", {"slot": slot})).content[0].text)  # type: ignore[union-attr]
+                texts.append(text(await client.call_tool("book", {"slot": slot})))
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:

@@ -19,11 +19,9 @@ import httpx
 import pytest
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
-from _http import RawReply, post_call
-from askback.audit import AuditFilter
+from _http import RawReply, audit, post_call
 from askback.core.plan import Round
-from askback.store import Store
-from askback.testing import call_round, drive_flow
+from askback.testing import accept, call_round, drive_flow, state_of, text
 from infra import Instance, Nginx, Postgres, postgres, run_askback
 
 pytestmark = [
@@ -72,8 +70,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 async def drive(url: str, service: str, user: str, environment: str = "production") -> list[Round]:
     """One deploy flow, every round on a new connection; returns the rounds."""
     answers = {
-        "pick_env": ElicitResult(action="accept", content={"environment": environment}),
-        "confirm_prod": ElicitResult(action="accept", content={"confirm": True}),
+        "pick_env": accept(environment=environment),
+        "confirm_prod": accept(confirm=True),
     }
     sent = await drive_flow(
         url, "deploy", {"service": service}, lambda key, _params: answers[key], token=f"demo-{user}", max_rounds=4
@@ -85,19 +83,6 @@ async def deployments(cluster: Cluster) -> list[dict[str, Any]]:
     rnd = await call_round(cluster.nginx.url, "list_deployments", {}, token="demo-observer")
     assert isinstance(rnd.result, CallToolResult) and isinstance(rnd.result.structured_content, dict)
     return list(rnd.result.structured_content["deployments"])
-
-
-async def audit(cluster: Cluster, **filters: Any) -> list[Any]:
-    store = await Store.open(cluster.url)
-    try:
-        return await store.audit(AuditFilter(**filters))
-    finally:
-        await store.close()
-
-
-def text(result: Any) -> str:
-    assert isinstance(result, CallToolResult)
-    return " ".join(getattr(c, "text", "") for c in result.content)
 
 
 async def test_fifty_concurrent_flows_through_nginx_land_on_different_instances(cluster: Cluster) -> None:
@@ -118,7 +103,7 @@ async def test_fifty_concurrent_flows_through_nginx_land_on_different_instances(
     assert sorted(recorded) == sorted(results)
 
     # From the audit trail in PostgreSQL: which instance served each round of each flow.
-    events = await audit(cluster, principal="carol", tool="deploy")
+    events = await audit(cluster.url, principal="carol", tool="deploy")
     by_flow: dict[str, set[str]] = {}
     for ev in events:
         if ev.flow_id and ev.instance:
@@ -129,7 +114,7 @@ async def test_fifty_concurrent_flows_through_nginx_land_on_different_instances(
 
 
 async def test_an_instance_killed_between_rounds_loses_no_flow_and_doubles_no_effect(cluster: Cluster) -> None:
-    answers = {"pick_env": ElicitResult(action="accept", content={"environment": "staging"})}
+    answers = {"pick_env": accept(environment="staging")}
     firsts: dict[str, Round] = {}
 
     async def start(n: int) -> None:
@@ -149,14 +134,13 @@ async def test_an_instance_killed_between_rounds_loses_no_flow_and_doubles_no_ef
         finals: dict[str, Round] = {}
 
         async def finish(service: str, first: Round) -> None:
-            assert isinstance(first.result, InputRequiredResult)
             finals[service] = await call_round(
                 cluster.nginx.url,
                 "deploy",
                 {"service": service},
                 token="demo-dan",
                 responses=answers,
-                request_state=first.result.request_state,
+                request_state=state_of(first),
             )
 
         async with anyio.create_task_group() as tg:
@@ -180,7 +164,7 @@ async def test_an_instance_killed_between_rounds_loses_no_flow_and_doubles_no_ef
         pytest.param(
             "delete_project",
             {"project_id": "prj_42"},
-            [{"confirm_project": ElicitResult(action="accept", content={"project_name": "web-frontend"})}],
+            [{"confirm_project": accept(project_name="web-frontend")}],
             "Deleted web-frontend.",
             id="delete",
         ),
@@ -188,8 +172,8 @@ async def test_an_instance_killed_between_rounds_loses_no_flow_and_doubles_no_ef
             "deploy",
             {"service": "trio"},
             [
-                {"pick_env": ElicitResult(action="accept", content={"environment": "production"})},
-                {"confirm_prod": ElicitResult(action="accept", content={"confirm": True})},
+                {"pick_env": accept(environment="production")},
+                {"confirm_prod": accept(confirm=True)},
             ],
             "Deployed trio to production.",
             id="deploy",
@@ -199,13 +183,12 @@ async def test_an_instance_killed_between_rounds_loses_no_flow_and_doubles_no_ef
 async def test_a_final_round_sent_thirty_times_at_once_through_nginx_answers_alike_and_acts_once(
     cluster: Cluster, tool: str, args: dict[str, str], rounds: list[dict[str, ElicitResult]], expected: str
 ) -> None:
-    state = None
+    state: str | None = None
     for answers in [None, *rounds[:-1]]:
         step = await call_round(
             cluster.nginx.url, tool, args, token="demo-erin", responses=answers, request_state=state
         )
-        assert isinstance(step.result, InputRequiredResult)
-        state = step.result.request_state
+        state = state_of(step)
     replies: list[RawReply] = []
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_keepalive_connections=0)) as http:
 
@@ -237,7 +220,7 @@ async def test_a_final_round_sent_thirty_times_at_once_through_nginx_answers_ali
     else:
         assert [d["service"] for d in await deployments(cluster)].count("trio") == 1
     assert isinstance(state, str)
-    trail = [e for e in await audit(cluster, principal="erin", tool=tool) if e.flow_id is not None]
+    trail = [e for e in await audit(cluster.url, principal="erin", tool=tool) if e.flow_id is not None]
     flows = {e.flow_id for e in trail}
     assert len(flows) == 1
     assert sorted(e.event for e in trail if e.event in ("completed", "replayed")) == ["completed"] + ["replayed"] * 29
@@ -251,18 +234,16 @@ async def test_with_the_database_down_calls_fail_cleanly_and_retries_complete_af
         firsts[f"outage-{n}"] = await call_round(
             cluster.nginx.url, "deploy", {"service": f"outage-{n}"}, token="demo-fay"
         )
-    answers = {"pick_env": ElicitResult(action="accept", content={"environment": "dev"})}
+    answers = {"pick_env": accept(environment="dev")}
 
     async def final(service: str) -> Round:
-        first = firsts[service].result
-        assert isinstance(first, InputRequiredResult)
         return await call_round(
             cluster.nginx.url,
             "deploy",
             {"service": service},
             token="demo-fay",
             responses=answers,
-            request_state=first.request_state,
+            request_state=state_of(firsts[service]),
             timeout_seconds=30,
         )
 
@@ -297,14 +278,13 @@ async def test_with_the_database_down_calls_fail_cleanly_and_retries_complete_af
 
 async def test_the_audit_trail_in_postgresql_answers_who_confirmed_a_deletion(cluster: Cluster) -> None:
     first = await call_round(cluster.nginx.url, "delete_project", {"project_id": "prj_99"}, token="demo-gus")
-    assert isinstance(first.result, InputRequiredResult)
     done = await call_round(
         cluster.nginx.url,
         "delete_project",
         {"project_id": "prj_99"},
         token="demo-gus",
-        responses={"confirm_project": ElicitResult(action="accept", content={"project_name": "billing-legacy"})},
-        request_state=first.result.request_state,
+        responses={"confirm_project": accept(project_name="billing-legacy")},
+        request_state=state_of(first),
     )
     assert text(done.result) == "Deleted billing-legacy."
     who = askback_cli(

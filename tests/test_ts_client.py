@@ -25,9 +25,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from askback.audit import AuditEvent, AuditFilter
-from askback.store import Store
-from askback.testing import free_port, serving
+from _http import audit, served
+from askback.audit import AuditEvent
 
 pytestmark = pytest.mark.http
 
@@ -74,10 +73,8 @@ def node_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     mode: str = request.param
     db = tmp_path_factory.mktemp(f"ts-{mode}") / "db.sqlite"
-    database = f"sqlite:///{db}"
-    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": database}
-    with serving("askback.demo:server", port=free_port(), workers=1, env=env) as url:
-        yield Server(mode, url, database)
+    with served(f"sqlite:///{db}", [secrets.token_urlsafe(48)], workers=1) as demo:
+        yield Server(mode, demo.url, demo.database_url)
 
 
 def ts_client(node_path: str, server: Server, scenario: str, *, project: str, user: str) -> dict[str, Any]:
@@ -115,14 +112,10 @@ def effects(server: Server, user: str) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def audit(server: Server, user: str) -> list[AuditEvent]:
+def audit_of(server: Server, user: str) -> list[AuditEvent]:
     async def read() -> list[AuditEvent]:
         with anyio.fail_after(30):
-            store = await Store.open(server.database, migrate=False)
-            try:
-                return await store.audit(AuditFilter(principal=user))
-            finally:
-                await store.close()
+            return await audit(server.database, principal=user)
 
     return anyio.run(read)
 
@@ -140,7 +133,7 @@ def test_accepting_the_typed_name_deletes_the_project_once(node_path: str, serve
     seen = effects(server, user)
     assert seen["deletions"] == [{"project_id": "prj_99", "name": "billing-legacy", "by": user}]
     assert "prj_99" not in [p["id"] for p in seen["projects"]]
-    assert trail(audit(server, user)) == [
+    assert trail(audit_of(server, user)) == [
         ("asked", ("confirm_project",), None),
         ("answered", ("confirm_project",), "accept"),
         ("completed", (), "completed"),
@@ -156,7 +149,7 @@ def test_declining_completes_with_the_message_and_deletes_nothing(node_path: str
     seen = effects(server, user)
     assert seen["deletions"] == []
     assert {"id": "prj_42", "name": "web-frontend"} in seen["projects"]
-    assert trail(audit(server, user)) == [
+    assert trail(audit_of(server, user)) == [
         ("asked", ("confirm_project",), None),
         ("answered", ("confirm_project",), "decline"),
         ("completed", (), "declined"),
@@ -172,7 +165,7 @@ def test_a_production_deploy_takes_two_rounds_and_deploys_once(node_path: str, s
     assert effects(server, user)["deployments"] == [
         {"service": f"ts-{server.mode}", "environment": "production", "by": user}
     ]
-    events = audit(server, user)
+    events = audit_of(server, user)
     assert trail(events) == [
         ("asked", ("pick_env",), None),
         ("answered", ("pick_env",), "accept"),
@@ -195,7 +188,7 @@ def test_a_client_without_elicitation_gets_32021_and_nothing_happens(node_path: 
     seen = effects(server, user)
     assert seen["deletions"] == []
     assert {"id": "prj_42", "name": "web-frontend"} in seen["projects"]
-    assert trail(audit(server, user)) == [("rejected", (), "missing_capability")]
+    assert trail(audit_of(server, user)) == [("rejected", (), "missing_capability")]
 
 
 def test_the_audit_times_each_answer_when_it_arrived(node_path: str, server: Server) -> None:
@@ -204,7 +197,7 @@ def test_the_audit_times_each_answer_when_it_arrived(node_path: str, server: Ser
     user = f"ts-{server.mode}-audit-times"
     report = ts_client(node_path, server, "deploy-production", project="prj_42", user=user)
     assert report["text"] == f"Deployed ts-{server.mode} to production.", report
-    events = audit(server, user)
+    events = audit_of(server, user)
     asked = {e.keys: e.at for e in events if e.event == "asked"}
     answered = {e.keys: e.at for e in events if e.event == "answered"}
     assert set(asked) == set(answered) == {("pick_env",), ("confirm_prod",)}

@@ -63,7 +63,6 @@ class FrozenClock:
             if sleeper in self._sleepers:
                 self._sleepers.remove(sleeper)
 
-
     async def until_sleeping(self, count: int = 1) -> None:
         """Return once at least `count` tasks wait on this clock: a test then knows that a wait has begun, and can
         advance the clock past it."""

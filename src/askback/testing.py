@@ -5,7 +5,11 @@
 - `call_round` and `drive_flow`: drive a tool over Streamable HTTP with the official SDK client, one round per
   fresh connection (so consecutive rounds can land on different workers or instances), until the call completes;
   the loop itself is `askback.core.plan.flow_plan`.
-- `accept`, `decline` and `cancel`: answers to put in `inputResponses`.
+- `accept`, `decline` and `cancel`: answers to put in `inputResponses` (or to return from a callback).
+- `answering` and `answered_by_hand`: elicitation callbacks for the SDK's `Client`, in memory or over HTTP: one
+  answers pushed questions by their form fields and records them, the other only declares elicitation, for rounds
+  answered by hand through `inputResponses`.
+- `text`, `state_of` and `asked_keys`: what a round or a result says: its text, its sealed state, its questions.
 
 ```python
 from askback.testing import accept, drive_flow, serving, free_port
@@ -42,16 +46,22 @@ from askback.core.plan import Answer, Next, Round, flow_plan
 from askback.errors import ConfigurationError
 
 __all__ = [
+    "Answering",
     "FrozenClock",
     "Next",
     "Round",
     "accept",
+    "answered_by_hand",
+    "answering",
+    "asked_keys",
     "call_round",
     "cancel",
     "decline",
     "drive_flow",
     "free_port",
     "serving",
+    "state_of",
+    "text",
 ]
 
 
@@ -61,14 +71,67 @@ def accept(**content: Any) -> ElicitResult:
 
 
 def decline() -> ElicitResult:
+    """A declined answer: the person said no."""
     return ElicitResult(action="decline")
 
 
 def cancel() -> ElicitResult:
+    """A cancelled answer: the person dismissed the question."""
     return ElicitResult(action="cancel")
 
 
+async def answered_by_hand(context: Any, params: Any) -> ElicitResult:
+    """An elicitation callback that only declares elicitation: the rounds are answered through `inputResponses`."""
+    raise AssertionError("this client answers questions through inputResponses, not its elicitation callback")
+
+
+class Answering:
+    """An elicitation callback answering each pushed question by one of its form fields; `asked` records them."""
+
+    def __init__(self, by_field: Mapping[str, ElicitResult]) -> None:
+        self.by_field = dict(by_field)
+        self.asked: list[dict[str, Any]] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        asked: dict[str, Any] = params.model_dump(by_alias=True, exclude_none=True)
+        self.asked.append(asked)
+        fields = asked.get("requestedSchema", {}).get("properties", {})
+        for name, answer in self.by_field.items():
+            if name in fields:
+                return answer
+        raise AssertionError(f"a question the test has no answer for: {asked}")
+
+
+def answering(**by_field: ElicitResult) -> Answering:
+    """An `Answering` callback from answers keyed by form field: `answering(project_name=accept(project_name="x"))`."""
+    return Answering(by_field)
+
+
+def text(result: CallToolResult | InputRequiredResult | None) -> str:
+    """The text of a completed call (its text contents, joined by spaces); anything else fails the test."""
+    if not isinstance(result, CallToolResult):
+        raise AssertionError(f"expected a complete result, got {result!r}")
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def state_of(rnd: Round) -> str:
+    """The sealed `requestState` of an `input_required` round; anything else fails the test."""
+    if rnd.error is not None:
+        raise AssertionError(f"expected input_required, got the error {rnd.error!r}")
+    if not isinstance(rnd.result, InputRequiredResult) or rnd.result.request_state is None:
+        raise AssertionError(f"expected input_required with a requestState, got {rnd.result!r}")
+    return rnd.result.request_state
+
+
+def asked_keys(rnd: Round) -> set[str]:
+    """The keys of the questions an `input_required` round asks; anything else fails the test."""
+    if not isinstance(rnd.result, InputRequiredResult):
+        raise AssertionError(f"expected input_required, got {rnd!r}")
+    return set(rnd.result.input_requests or {})
+
+
 def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -137,11 +200,6 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-async def _no_answer(context: Any, params: Any) -> ElicitResult:
-    # Never called: rounds are answered by the caller through `responses=`. Its presence declares elicitation.
-    raise RuntimeError("call_round answers questions through responses=, not a callback")
-
-
 async def call_round(
     url: str,
     tool: str,
@@ -170,7 +228,7 @@ async def call_round(
         event_hooks={"response": [on_response]},
     ) as http:
         transport = streamable_http_client(url, http_client=http)
-        client = Client(transport, mode="2026-07-28", elicitation_callback=_no_answer if elicitation else None)
+        client = Client(transport, mode="2026-07-28", elicitation_callback=answered_by_hand if elicitation else None)
         async with client:
             try:
                 result = await client.session.call_tool(
