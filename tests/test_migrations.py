@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from askback.accounts.store import MIGRATIONS as ACCOUNTS
 from askback.db import migrate
 from askback.errors import ConfigurationError
 from askback.store import MIGRATIONS, Store
@@ -106,5 +107,5 @@ async def test_each_component_is_judged_against_its_own_history(database_url: st
 
 
 def test_askback_db_upgrade_knows_every_component_askback_ships() -> None:
-    assert migrate.all_components() == (MIGRATIONS,)
+    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS)
     assert len({c.version_table for c in migrate.all_components()}) == len(migrate.all_components())

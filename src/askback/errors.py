@@ -13,6 +13,7 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── InvalidStateError           -32602: the requestState is not askback's (HTTP 400)
     ├── HeaderMismatchError         -32020: MCP-Protocol-Version header and _meta disagree (HTTP 400)
     ├── ProtocolVersionMissingError -32600: no MCP-Protocol-Version header and no session (HTTP 400)
+    ├── AccountStateError           a connected account cannot go from its status to the one asked for
     ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
@@ -37,6 +38,7 @@ HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 
 __all__ = [
+    "AccountStateError",
     "ArgumentRequiredError",
     "AskbackError",
     "ConfigurationError",
@@ -99,6 +101,10 @@ class ArgumentRequiredError(AskbackError):
     """The request cannot ask, and the question's fallback is a tool argument the call did not give."""
 
     tool_error = True
+
+
+class AccountStateError(AskbackError):
+    """A connected account was asked to change status in a way its status table does not allow."""
 
 
 class StoreUnavailableError(AskbackError):

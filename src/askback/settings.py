@@ -41,6 +41,12 @@ class Settings(BaseSettings):
     max_pending_pushes: int = Field(default=1000, ge=1)
     max_pending_pushes_per_session: int = Field(default=8, ge=1)
     demo_auth: bool = False
+    # Connected accounts: the vault's own key ring (`askback vault new-key`; never the state keys), the connections
+    # file, how long an authorization link stays usable, and how early a token is refreshed before it expires.
+    vault_keys: SecretStr | None = None
+    connections_file: str | None = None
+    link_ttl: float = Field(default=600.0, gt=0)
+    refresh_leeway: float = Field(default=60.0, ge=0)
 
     @field_validator("state_keys")
     @classmethod
