@@ -204,6 +204,15 @@ class Store:
             async with self._engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
 
+    async def transaction(self, fn: Callable[[Any], _T], *, doing: str, immediate: bool = False) -> _T:
+        """Run `fn(conn)` in one transaction, for a product's own tables: `conn.execute(statement, params)` with
+        `.rowcount`, `.first()`, `.scalar()` and `.scalar_one()` on its result. Statements must be built once (module
+        constants with bound parameters), as SQLite's fast path compiles each statement object once. `immediate`
+        takes SQLite's write lock at BEGIN (for a transaction that reads, then writes). A database that cannot be
+        reached is `StoreUnavailableError`, saying it could not `doing`."""
+        with self._reachable(doing):
+            return await self._run(fn, immediate=immediate)
+
     # Waiting for another attempt ---------------------------------------------------------------------------
 
     @contextmanager

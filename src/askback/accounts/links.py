@@ -1,0 +1,84 @@
+"""Authorization links: single-use, short-lived, bound to the principal, the connection and the flow that asked.
+
+A link carries a random token; only its SHA-256 digest is stored, so the database cannot be turned into working
+links. `admit_opener` is the hosted page's first decision, before anything else happens: whoever opens the link
+must be signed in as the principal it was issued to, and the link must be unused and unexpired. Each refusal comes
+with a plain sentence for the page. No I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Admitted", "Link", "Refused", "admit_opener", "digest", "new_token"]
+
+RefusalReason = Literal["unknown", "not_signed_in", "other_user", "used", "expired"]
+
+_MESSAGES: dict[RefusalReason, str] = {
+    "unknown": "This link is not valid. Ask your assistant again for a new one.",
+    "not_signed_in": "Sign in first: this link can only be used by the person it was made for.",
+    "other_user": (
+        "This link was made for another person. Nothing was changed. If you asked for it, sign in as yourself and ask "
+        "your assistant again."
+    ),
+    "used": "This link has already been used. Nothing was changed. Ask your assistant again for a new one.",
+    "expired": "This link has expired. Nothing was changed. Ask your assistant again for a new one.",
+}
+
+
+@dataclass(frozen=True)
+class Link:
+    """A stored link (its token only as `token_digest`)."""
+
+    token_digest: str
+    account_id: str
+    principal: str
+    connection: str
+    flow_id: str | None
+    created_at: float
+    expires_at: float
+    used_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    link: Link
+    kind: Literal["admitted"] = "admitted"
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: RefusalReason
+    kind: Literal["refused"] = "refused"
+
+    @property
+    def message(self) -> str:
+        return _MESSAGES[self.reason]
+
+
+def new_token() -> str:
+    """A link token: 256 random bits, URL-safe."""
+    return secrets.token_urlsafe(32)
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def admit_opener(link: Link | None, *, opener: str | None, now: float) -> Admitted | Refused:
+    """May `opener` (the signed-in principal, `None` when nobody is) use `link` at `now`? Who opens it is checked
+    first: a person who is not the principal learns nothing about the link's state."""
+    if link is None:
+        return Refused("unknown")
+    if opener is None:
+        return Refused("not_signed_in")
+    if opener != link.principal:
+        return Refused("other_user")
+    if link.used_at is not None:
+        return Refused("used")
+    if now >= link.expires_at:
+        return Refused("expired")
+    return Admitted(link)

@@ -1,0 +1,207 @@
+"""Connected accounts in the shared store: create an account and its authorization link, use a link once, change an
+account's status through the status table (recording the change as a lifecycle event), and read an account
+without its credential.
+
+Every change runs in one transaction that takes SQLite's write lock at BEGIN (a PostgreSQL row is updated under a
+condition on its current status), so two instances changing one account at once cannot both win.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table, bindparam, insert, select, update
+
+from askback.accounts._models import AccountEventRow, AccountRow, LinkRow
+from askback.accounts.links import Admitted, Link, Refused, admit_opener, digest, new_token
+from askback.accounts.status import Event, Status, transition
+from askback.errors import AccountStateError
+from askback.store import Store
+
+__all__ = ["Account", "Accounts"]
+
+_ACCOUNTS = cast(Table, AccountRow.__table__)
+_LINKS = cast(Table, LinkRow.__table__)
+_EVENTS = cast(Table, AccountEventRow.__table__)
+_a, _l = _ACCOUNTS.c, _LINKS.c
+
+_FIND = select(_a.id, _a.status, _a.reason, _a.expires_at, _a.updated_at).where(
+    _a.principal == bindparam("principal"), _a.connection == bindparam("connection"), _a.label == bindparam("label")
+)
+_BY_ID = select(_a.id, _a.principal, _a.connection, _a.label, _a.status, _a.reason, _a.expires_at).where(
+    _a.id == bindparam("id")
+)
+_CREDENTIAL = select(_a.credential).where(_a.id == bindparam("id"))
+_CREATE = insert(_ACCOUNTS)
+_SET_STATUS = (
+    update(_ACCOUNTS)
+    .where(_a.id == bindparam("b_id"), _a.status == bindparam("b_before"))
+    .values(status=bindparam("b_after"), reason=bindparam("b_reason"), updated_at=bindparam("b_at"))
+)
+_SET_CREDENTIAL = (
+    update(_ACCOUNTS)
+    .where(_a.id == bindparam("b_id"))
+    .values(credential=bindparam("b_credential"), expires_at=bindparam("b_expires_at"))
+)
+_ADD_EVENT = insert(_EVENTS)
+_ADD_LINK = insert(_LINKS)
+_READ_LINK = select(
+    _l.token_digest, _l.account_id, _l.principal, _l.connection, _l.flow_id, _l.created_at, _l.expires_at, _l.used_at
+).where(_l.token_digest == bindparam("digest"))
+_USE_LINK = (
+    update(_LINKS)
+    .where(_l.token_digest == bindparam("b_digest"), _l.used_at.is_(None))
+    .values(used_at=bindparam("b_at"))
+)
+
+# What `change` does to the stored credential: keep it, replace it, or delete it (revocation).
+_KEEP = object()
+
+
+@dataclass(frozen=True)
+class Account:
+    """A connected account as the rest of askback sees it: never its credential."""
+
+    id: str
+    principal: str
+    connection: str
+    label: str
+    status: Status
+    reason: str | None
+    expires_at: float | None
+
+
+class Accounts:
+    """Connected accounts kept in `store` (opened with the accounts component among its migrations)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def begin_connect(
+        self, principal: str, connection: str, *, label: str = "", flow_id: str | None, now: float, ttl: float
+    ) -> tuple[str, str]:
+        """The account `(principal, connection, label)` (created PENDING when new; an existing one keeps its status
+        until it is connected again) and a fresh single-use link for it: `(account_id, token)`. Only the token's
+        digest is stored; the token goes into the link the person opens."""
+        token = new_token()
+
+        def write(conn: Connection) -> str:
+            found = conn.execute(_FIND, {"principal": principal, "connection": connection, "label": label}).first()
+            if found is None:
+                account_id = "acc_" + secrets.token_urlsafe(16)
+                status = transition(None, Event.START)
+                conn.execute(
+                    _CREATE,
+                    {
+                        "id": account_id,
+                        "principal": principal,
+                        "connection": connection,
+                        "label": label,
+                        "status": status.value,
+                        "created_at": now,
+                        "updated_at": now,
+                    },
+                )
+                _record(conn, account_id, now, Event.START, None, status, f"link issued for flow {flow_id}")
+            else:
+                account_id = found.id
+            conn.execute(
+                _ADD_LINK,
+                {
+                    "token_digest": digest(token),
+                    "account_id": account_id,
+                    "principal": principal,
+                    "connection": connection,
+                    "flow_id": flow_id,
+                    "created_at": now,
+                    "expires_at": now + ttl,
+                },
+            )
+            return account_id
+
+        account_id = await self.store.transaction(write, doing="issue an authorization link", immediate=True)
+        return account_id, token
+
+    async def use_link(self, token: str, *, opener: str | None, now: float) -> Admitted | Refused:
+        """Check the link the way the hosted page must (who opens it first), and if it may be used, mark it used:
+        of two people (or two tabs) using one link at once, exactly one is admitted."""
+
+        def use(conn: Connection) -> Admitted | Refused:
+            row = conn.execute(_READ_LINK, {"digest": digest(token)}).first()
+            link = None if row is None else Link(**{k: getattr(row, k) for k in Link.__dataclass_fields__})
+            decision = admit_opener(link, opener=opener, now=now)
+            used = {"b_digest": digest(token), "b_at": now}
+            if isinstance(decision, Admitted) and conn.execute(_USE_LINK, used).rowcount != 1:
+                return Refused("used")  # another use of the same link committed first
+            return decision
+
+        return await self.store.transaction(use, doing="use an authorization link", immediate=True)
+
+    async def change(
+        self,
+        account_id: str,
+        event: Event,
+        *,
+        now: float,
+        reason: str | None = None,
+        credential: Any = _KEEP,
+        expires_at: float | None = None,
+    ) -> Status:
+        """Move the account on `event` through the status table (`AccountStateError` when the table has no such
+        change), storing `credential` (the vault's ciphertext) when given; a revocation deletes the credential.
+        Records the change as a lifecycle event. Returns the new status."""
+
+        def write(conn: Connection) -> Status:
+            row = conn.execute(_BY_ID, {"id": account_id}).first()
+            if row is None:
+                raise AccountStateError(f"there is no connected account {account_id!r}")
+            before = Status(row.status)
+            after = transition(before, event)
+            params = {"b_id": account_id, "b_before": before.value, "b_after": after.value, "b_reason": reason}
+            if conn.execute(_SET_STATUS, {**params, "b_at": now}).rowcount != 1:
+                raise AccountStateError(f"the account {account_id!r} changed while this change was being made")
+            if event is Event.REVOKED:
+                conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": None, "b_expires_at": None})
+            elif credential is not _KEEP:
+                conn.execute(
+                    _SET_CREDENTIAL, {"b_id": account_id, "b_credential": credential, "b_expires_at": expires_at}
+                )
+            _record(conn, account_id, now, event, before, after, reason)
+            return after
+
+        return await self.store.transaction(write, doing=f"change account {account_id!r}", immediate=True)
+
+    async def get(self, account_id: str) -> Account | None:
+        def read(conn: Connection) -> Account | None:
+            row = conn.execute(_BY_ID, {"id": account_id}).first()
+            if row is None:
+                return None
+            return Account(
+                row.id, row.principal, row.connection, row.label, Status(row.status), row.reason, row.expires_at
+            )
+
+        return await self.store.transaction(read, doing=f"read account {account_id!r}")
+
+    async def sealed_credential(self, account_id: str) -> str | None:
+        """The vault's ciphertext of the account's credential, for the vault to open; `None` when there is none."""
+        return await self.store.transaction(
+            lambda conn: conn.execute(_CREDENTIAL, {"id": account_id}).scalar(), doing="read a credential"
+        )
+
+
+def _record(
+    conn: Connection, account_id: str, at: float, event: Event, before: Status | None, after: Status, detail: str | None
+) -> None:
+    conn.execute(
+        _ADD_EVENT,
+        {
+            "account_id": account_id,
+            "at": at,
+            "event": event.value,
+            "before": None if before is None else before.value,
+            "after": after.value,
+            "detail": detail,
+        },
+    )

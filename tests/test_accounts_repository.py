@@ -1,0 +1,130 @@
+"""Connected accounts in a real database: links used once by the right person, statuses changed only by the table."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+import sqlalchemy as sa
+
+from askback.accounts.links import Admitted, Refused
+from askback.accounts.repository import Accounts
+from askback.accounts.status import Event, Status
+from askback.db.migrate import all_components
+from askback.errors import AccountStateError
+from askback.store import Store
+from infra import Postgres, postgres
+
+pytestmark = pytest.mark.anyio
+
+NOW = 1_000_000.0
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[Postgres]:
+    with postgres() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Accounts]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'askback.db'}"
+    else:
+        cluster: Postgres = request.getfixturevalue("pg")
+        name = f"a{abs(hash(request.node.name)) % 10**8}"
+        cluster.create_database(name)
+        url = cluster.url(name)
+    store = await Store.open(url, migrate=True, components=all_components())
+    try:
+        yield Accounts(store)
+    finally:
+        await store.close()
+
+
+async def events(accounts: Accounts, account_id: str) -> list[tuple[str, str | None, str]]:
+    async with accounts.store.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text("SELECT event, before, after FROM askback_account_events WHERE account_id = :a ORDER BY id"),
+            {"a": account_id},
+        )
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+async def test_a_new_account_starts_pending_with_a_link_whose_token_is_not_stored(accounts: Accounts) -> None:
+    account_id, token = await accounts.begin_connect("alice", "gmail", flow_id="f1", now=NOW, ttl=600)
+    account = await accounts.get(account_id)
+    assert account is not None and (account.status, account.principal, account.connection) == (
+        Status.PENDING,
+        "alice",
+        "gmail",
+    )
+    assert await events(accounts, account_id) == [("start", None, "PENDING")]
+    async with accounts.store.engine.connect() as conn:
+        stored = (await conn.execute(sa.text("SELECT token_digest FROM askback_account_links"))).scalars().all()
+    assert token not in stored and len(stored) == 1
+
+
+async def test_asking_again_reuses_the_account_and_issues_another_link(accounts: Accounts) -> None:
+    first, token1 = await accounts.begin_connect("alice", "gmail", flow_id="f1", now=NOW, ttl=600)
+    second, token2 = await accounts.begin_connect("alice", "gmail", flow_id="f2", now=NOW + 1, ttl=600)
+    other, _ = await accounts.begin_connect("alice", "gmail", label="work", flow_id="f3", now=NOW, ttl=600)
+    assert first == second != other and token1 != token2
+
+
+async def test_a_link_opened_by_another_user_is_refused_and_stays_usable_by_its_owner(accounts: Accounts) -> None:
+    _, token = await accounts.begin_connect("alice", "gmail", flow_id="f1", now=NOW, ttl=600)
+    mallory = await accounts.use_link(token, opener="mallory", now=NOW + 5)
+    assert isinstance(mallory, Refused) and mallory.reason == "other_user"
+    alice = await accounts.use_link(token, opener="alice", now=NOW + 6)
+    assert isinstance(alice, Admitted) and alice.link.principal == "alice" and alice.link.flow_id == "f1"
+    again = await accounts.use_link(token, opener="alice", now=NOW + 7)
+    assert isinstance(again, Refused) and again.reason == "used"
+
+
+async def test_an_expired_or_forged_link_is_refused(accounts: Accounts) -> None:
+    _, token = await accounts.begin_connect("alice", "gmail", flow_id="f1", now=NOW, ttl=600)
+    late = await accounts.use_link(token, opener="alice", now=NOW + 600)
+    forged = await accounts.use_link(token[:-2] + "xx", opener="alice", now=NOW + 1)
+    assert (late, forged) == (Refused("expired"), Refused("unknown"))
+
+
+async def test_a_link_used_twenty_times_at_once_admits_exactly_one(accounts: Accounts) -> None:
+    _, token = await accounts.begin_connect("alice", "gmail", flow_id="f1", now=NOW, ttl=600)
+    outcomes: list[Admitted | Refused] = []
+
+    async def use() -> None:
+        outcomes.append(await accounts.use_link(token, opener="alice", now=NOW + 1))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(20):
+            tg.start_soon(use)
+    assert sum(isinstance(o, Admitted) for o in outcomes) == 1
+    assert sorted(o.reason for o in outcomes if isinstance(o, Refused)) == ["used"] * 19
+
+
+async def test_statuses_change_only_through_the_table_and_every_change_is_an_event(accounts: Accounts) -> None:
+    account_id, _ = await accounts.begin_connect("alice", "gmail", flow_id="f1", now=NOW, ttl=600)
+    assert await accounts.change(account_id, Event.CONNECTED, now=NOW + 1, credential="v1.k.sealed") == Status.ACTIVE
+    assert await accounts.sealed_credential(account_id) == "v1.k.sealed"
+    assert await accounts.change(account_id, Event.REJECTED, now=NOW + 2, reason="invalid_grant") == Status.EXPIRED
+    with pytest.raises(AccountStateError, match="in EXPIRED cannot take the event 'refreshed'"):
+        await accounts.change(account_id, Event.REFRESHED, now=NOW + 3, credential="v1.k.other")
+    assert await accounts.sealed_credential(account_id) == "v1.k.sealed"  # the refused change wrote nothing
+    assert await accounts.change(account_id, Event.REVOKED, now=NOW + 4) == Status.REVOKED
+    assert await accounts.sealed_credential(account_id) is None  # revocation deletes the credential
+    account = await accounts.get(account_id)
+    assert account is not None and account.status is Status.REVOKED
+    assert await events(accounts, account_id) == [
+        ("start", None, "PENDING"),
+        ("connected", "PENDING", "ACTIVE"),
+        ("rejected", "ACTIVE", "EXPIRED"),
+        ("revoked", "EXPIRED", "REVOKED"),
+    ]
+
+
+async def test_an_unknown_account_cannot_change(accounts: Accounts) -> None:
+    with pytest.raises(AccountStateError, match="no connected account"):
+        await accounts.change("acc_missing", Event.CONNECTED, now=NOW)
