@@ -14,6 +14,7 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── HeaderMismatchError         -32020: MCP-Protocol-Version header and _meta disagree (HTTP 400)
     ├── ProtocolVersionMissingError -32600: no MCP-Protocol-Version header and no session (HTTP 400)
     ├── AccountStateError           a connected account cannot go from its status to the one asked for
+    ├── VaultError                  a sealed credential cannot be opened (altered, another account's, unknown key)
     ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
@@ -52,6 +53,7 @@ __all__ = [
     "ProtocolVersionMissingError",
     "RoundInProgressError",
     "StoreUnavailableError",
+    "VaultError",
 ]
 
 
@@ -105,6 +107,10 @@ class ArgumentRequiredError(AskbackError):
 
 class AccountStateError(AskbackError):
     """A connected account was asked to change status in a way its status table does not allow."""
+
+
+class VaultError(AskbackError):
+    """A sealed credential could not be opened. The message holds no plaintext and no key."""
 
 
 class StoreUnavailableError(AskbackError):

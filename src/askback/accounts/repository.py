@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from askback.accounts._models import AccountEventRow, AccountRow, LinkRow
 from askback.accounts.links import Admitted, Link, Refused, admit_opener, digest, new_token
 from askback.accounts.status import Event, Status, transition
+from askback.accounts.vault import Vault
 from askback.errors import AccountStateError
 from askback.store import Store
 
@@ -34,6 +35,12 @@ _BY_ID = select(_a.id, _a.principal, _a.connection, _a.label, _a.status, _a.reas
     _a.id == bindparam("id")
 )
 _CREDENTIAL = select(_a.credential).where(_a.id == bindparam("id"))
+_SEALED = select(_a.id, _a.credential).where(_a.credential.is_not(None)).order_by(_a.id)
+_RESEAL = (
+    update(_ACCOUNTS)
+    .where(_a.id == bindparam("b_id"), _a.credential == bindparam("b_old"))
+    .values(credential=bindparam("b_new"))
+)
 _CREATE = insert(_ACCOUNTS)
 _SET_STATUS = (
     update(_ACCOUNTS)
@@ -183,6 +190,25 @@ class Accounts:
             )
 
         return await self.store.transaction(read, doing=f"read account {account_id!r}")
+
+    async def rotate(self, vault: Vault) -> tuple[int, int]:
+        """Re-encrypt every stored credential not sealed with the vault's sealing key, in one transaction:
+        `(re-encrypted, credentials in all)`. Every credential is opened first, so a ring that cannot read the vault
+        (a missing or wrong key) stops the rotation with an error and nothing is changed. Afterwards the old keys can
+        leave ASKBACK_VAULT_KEYS."""
+
+        def write(conn: Connection) -> tuple[int, int]:
+            rows = [(row.id, row.credential) for row in conn.execute(_SEALED).all()]
+            rotated = 0
+            for account_id, sealed in rows:
+                vault.open(account_id, sealed)  # every credential must open with this ring, or nothing changes
+                if vault.needs_rotation(sealed):
+                    new = vault.reseal(account_id, sealed)
+                    conn.execute(_RESEAL, {"b_id": account_id, "b_old": sealed, "b_new": new})
+                    rotated += 1
+            return rotated, len(rows)
+
+        return await self.store.transaction(write, doing="re-encrypt the vault", immediate=True)
 
     async def sealed_credential(self, account_id: str) -> str | None:
         """The vault's ciphertext of the account's credential, for the vault to open; `None` when there is none."""

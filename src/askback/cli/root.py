@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from askback.cli import audit, check, db, demo, keys, lint, serve
+from askback.cli import audit, check, db, demo, keys, lint, serve, vault
 
 __all__ = ["app", "main"]
 
@@ -28,6 +28,7 @@ audit.register(app)
 demo.register(app)
 lint.register(app)
 check.register(app)
+vault.register(app)
 
 
 def main() -> None:

@@ -31,6 +31,9 @@ class RawResult:
     def first(self) -> Any:
         return SimpleNamespace(**dict(zip(self._columns, self._rows[0], strict=True))) if self._rows else None
 
+    def all(self) -> list[Any]:
+        return [SimpleNamespace(**dict(zip(self._columns, row, strict=True))) for row in self._rows]
+
     def scalar(self) -> Any:
         return self._rows[0][0] if self._rows else None
 
