@@ -8,21 +8,29 @@ deadline.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
+import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from askback.testing import free_port
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser as AsyncBrowser
+    from playwright.sync_api import Browser as SyncBrowser
 
 
 def run_askback(
@@ -297,3 +305,222 @@ class Nginx:
                 self.proc.wait()
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+# An OAuth 2.0 / OpenID Connect authorization server (oidc-provider, run by interop/oidc/provider.mjs under Node 22),
+# and a headless Chromium to click through its pages. Their behaviour, login and consent pages are described at the
+# top of interop/oidc/provider.mjs.
+
+INTEROP = Path(__file__).resolve().parent.parent / "interop"
+OIDC_PROVIDER_SCRIPT = INTEROP / "oidc" / "provider.mjs"
+
+
+def _installed_interop_version(package: str) -> tuple[str | None, str]:
+    lock = json.loads((INTEROP / "package-lock.json").read_text())
+    wanted: str = lock["packages"][f"node_modules/{package}"]["version"]
+    installed = INTEROP / "node_modules" / package / "package.json"
+    have = json.loads(installed.read_text())["version"] if installed.exists() else None
+    return have, wanted
+
+
+@functools.cache
+def interop_node() -> Path:
+    """The Node >= 22 binary (from interop/node.sh), with interop/node_modules installed from the lockfile.
+
+    Like interop/conformance.sh: `npm ci` runs first, with the machine's Node, since it replaces interop/node_modules,
+    where interop/node.sh may have installed Node 22."""
+    env = {**os.environ, "npm_config_update_notifier": "false", "npm_config_fund": "false"}
+    env.setdefault("HOME", tempfile.mkdtemp(prefix="askback-npm-home-"))  # npm's cache goes under HOME
+    have, wanted = _installed_interop_version("oidc-provider")
+    if have != wanted:
+        if shutil.which("npm") is None:
+            raise RuntimeError("npm is needed to install interop/node_modules (apt-get install npm)")
+        installed = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=INTEROP,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if installed.returncode != 0:
+            raise RuntimeError(f"npm ci in interop/ failed:\n{installed.stderr[-4000:]}")
+    found = subprocess.run(
+        ["bash", str(INTEROP / "node.sh")], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    if found.returncode != 0:
+        raise RuntimeError(f"interop/node.sh could not provide Node 22:\n{found.stderr[-4000:]}")
+    return Path(found.stdout.strip()) / "node"
+
+
+@dataclass
+class OidcProvider:
+    """One oidc-provider process on 127.0.0.1 with one confidential client (`client_id`, `client_secret`): PKCE S256
+    required, authorization_code and refresh_token grants, rotating refresh tokens with reuse detection, RFC 7009
+    revocation. Refresh tokens come with scope `offline_access` asked for together with `prompt=consent`."""
+
+    redirect_uris: list[str]
+    access_token_ttl: int = 60
+    refresh_token_ttl: int = 86400
+    client_id: str = "askback-test"
+    client_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    token_endpoint_auth_method: str = "client_secret_basic"
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path = field(default_factory=lambda: Path("/dev/null"))
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The discovery document, read once the provider answers."""
+
+    @property
+    def issuer(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def authorization_endpoint(self) -> str:
+        return str(self.metadata["authorization_endpoint"])
+
+    @property
+    def token_endpoint(self) -> str:
+        return str(self.metadata["token_endpoint"])
+
+    @property
+    def revocation_endpoint(self) -> str:
+        return str(self.metadata["revocation_endpoint"])
+
+    def config(self) -> dict[str, Any]:
+        client = {
+            "client_id": self.client_id,
+            "client_secret": self.client_secret,
+            "redirect_uris": self.redirect_uris,
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": self.token_endpoint_auth_method,
+        }
+        return {
+            "port": self.port,
+            "accessTokenTtl": self.access_token_ttl,
+            "refreshTokenTtl": self.refresh_token_ttl,
+            "clients": [client],
+        }
+
+    def start(self) -> None:
+        node = interop_node()
+        self.log = Path(tempfile.mkdtemp(prefix="askback-oidc-")) / "provider.log"
+        with self.log.open("w") as out:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [str(node), str(OIDC_PROVIDER_SCRIPT), "--config", json.dumps(self.config())],
+                cwd=INTEROP,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            wait_until(self.ready, timeout=30, what=f"oidc-provider's discovery on port {self.port}")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; its log ({self.log}):\n{self.log_tail()}") from None
+
+    def ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(
+                f"oidc-provider on port {self.port} exited with {self.proc.returncode}:\n{self.log_tail()}"
+            )
+        try:
+            response = httpx.get(f"{self.issuer}/.well-known/openid-configuration", timeout=1)
+        except httpx.HTTPError:
+            return False
+        if response.status_code != 200:
+            return False
+        self.metadata = response.json()
+        return True
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+    def counters(self) -> dict[str, Any]:
+        """Requests that reached the provider since it started or since `reset_counters()`:
+        `{"token": {"authorization_code": n, "refresh_token": n, ...}, "revocation": n, "refresh_token_reuse": n}`."""
+        response = httpx.get(f"{self.issuer}/__counters", timeout=5)
+        response.raise_for_status()
+        counts: dict[str, Any] = response.json()
+        return counts
+
+    def reset_counters(self) -> None:
+        httpx.post(f"{self.issuer}/__counters/reset", timeout=5).raise_for_status()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self.log.name == "provider.log" and not os.environ.get("ASKBACK_KEEP_LOGS"):
+            shutil.rmtree(self.log.parent, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def oidc_provider(
+    redirect_uris: list[str], *, access_token_ttl: int = 60, refresh_token_ttl: int = 86400
+) -> Iterator[OidcProvider]:
+    """A fresh authorization server (its state lives in memory) for the block; its log is printed to stderr when the
+    block raises, so pytest shows it with the failure."""
+    provider = OidcProvider(
+        redirect_uris=list(redirect_uris), access_token_ttl=access_token_ttl, refresh_token_ttl=refresh_token_ttl
+    )
+    try:
+        provider.start()  # when the start fails, its error carries the log
+        try:
+            yield provider
+        except BaseException:
+            print(f"--- oidc-provider log ({provider.log}) ---\n{provider.log_tail()}", file=sys.stderr)
+            raise
+    finally:
+        provider.stop()
+
+
+# Debian's chromium (`.ci/run` installs it); never Playwright's downloaded browsers, which are unreachable here.
+# Every host name but localhost fails to resolve, so a page never waits on the internet (oidc-provider's pages
+# import a web font).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-dev-shm-usage",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
+]
+
+
+def _chromium_executable() -> str:
+    executable = shutil.which("chromium")
+    if executable is None:
+        raise RuntimeError("Debian's chromium is not installed: apt-get install chromium (.ci/run does)")
+    return executable
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[SyncBrowser]:
+    """A headless Chromium driven by Playwright's sync API (not inside an event loop: use `async_chromium` there)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium_executable(), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextlib.asynccontextmanager
+async def async_chromium() -> AsyncIterator[AsyncBrowser]:
+    """A headless Chromium driven by Playwright's async API (asyncio)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=_chromium_executable(), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()
