@@ -100,3 +100,26 @@ def test_importing_askback_does_not_import_the_server_stack() -> None:
     loaded = loaded_after("import askback")
     assert "askback.server" not in loaded
     assert not {m.split(".")[0] for m in loaded} & {"sqlalchemy", "starlette", "uvicorn", "mcp"}
+
+
+PRODUCTS = {"server": "askback.server", "accounts": "askback.accounts"}
+
+
+@pytest.mark.parametrize(("folder", "other"), [("server", "accounts"), ("accounts", "server")])
+def test_a_product_never_imports_another_product(folder: str, other: str) -> None:
+    for path in modules_under(folder):
+        for name in imports_of(path, top_level_only=True):  # type-only imports (`if TYPE_CHECKING:`) aside
+            assert not name.startswith(PRODUCTS[other]), f"{path} imports {name}"
+        for name in imports_of(path, top_level_only=False):
+            if name.startswith(PRODUCTS[other]):
+                assert _only_for_types(path, name), f"{path} imports {name} at run time"
+
+
+def _only_for_types(path: Path, module: str) -> bool:
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and inner.module == module:
+                    return True
+    return False

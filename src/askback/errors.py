@@ -15,6 +15,7 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── ProtocolVersionMissingError -32600: no MCP-Protocol-Version header and no session (HTTP 400)
     ├── AccountStateError           a connected account cannot go from its status to the one asked for
     ├── VaultError                  a sealed credential cannot be opened (altered, another account's, unknown key)
+    ├── ProviderError               a third-party provider refused (`rejected`) or could not be reached (`unreachable`)
     ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
@@ -51,6 +52,7 @@ __all__ = [
     "MissingCapabilityError",
     "ProbeError",
     "ProtocolVersionMissingError",
+    "ProviderError",
     "RoundInProgressError",
     "StoreUnavailableError",
     "VaultError",
@@ -111,6 +113,17 @@ class AccountStateError(AskbackError):
 
 class VaultError(AskbackError):
     """A sealed credential could not be opened. The message holds no plaintext and no key."""
+
+
+class ProviderError(AskbackError):
+    """A connected account's provider refused a grant or a refresh (`reason` 'rejected': the person must connect
+    again) or could not be reached or answered unexpectedly ('unreachable': a later attempt may work). The message
+    names the provider's error code, never a token."""
+
+    def __init__(self, message: str, *, reason: str, error: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.error = error
 
 
 class StoreUnavailableError(AskbackError):

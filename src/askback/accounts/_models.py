@@ -57,7 +57,10 @@ class LinkRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
     used_at: Mapped[float | None] = mapped_column(Float)
-    verifier: Mapped[str | None] = mapped_column(Text)  # the PKCE verifier, sealed by the vault
+    # Set when the page sends the person on to the provider: the OAuth `state` (its digest) that the callback must
+    # bring back, and the PKCE verifier (sealed by the vault), cleared when the callback uses it.
+    state_digest: Mapped[str | None] = mapped_column(String(64), index=True)
+    verifier: Mapped[str | None] = mapped_column(Text)
 
 
 class AccountEventRow(Base):

@@ -63,6 +63,33 @@ _USE_LINK = (
     .values(used_at=bindparam("b_at"))
 )
 
+_SET_STATE = (
+    update(_LINKS)
+    .where(_l.token_digest == bindparam("b_digest"))
+    .values(state_digest=bindparam("b_state"), verifier=bindparam("b_verifier"))
+)
+_BY_STATE = select(
+    _l.token_digest,
+    _l.account_id,
+    _l.principal,
+    _l.connection,
+    _l.flow_id,
+    _l.created_at,
+    _l.expires_at,
+    _l.used_at,
+    _l.verifier,
+).where(_l.state_digest == bindparam("state"))
+_TAKE_VERIFIER = (
+    update(_LINKS)
+    .where(_l.token_digest == bindparam("b_digest"), _l.verifier == bindparam("b_verifier"))
+    .values(verifier=None)
+)
+_FIND_BY_PRINCIPAL = (
+    select(_a.id, _a.principal, _a.connection, _a.label, _a.status, _a.reason, _a.expires_at)
+    .where(_a.principal == bindparam("principal"), _a.connection == bindparam("connection"))
+    .order_by(_a.label)
+)
+
 # What `change` does to the stored credential: keep it, replace it, or delete it (revocation).
 _KEEP = object()
 
@@ -146,6 +173,67 @@ class Accounts:
 
         return await self.store.transaction(use, doing="use an authorization link", immediate=True)
 
+    async def remember_state(self, token: str, *, state: str, sealed_verifier: str) -> None:
+        """Keep, on the link just used, the OAuth `state` (its digest) the callback must bring back and the sealed
+        PKCE verifier it will need."""
+        params = {"b_digest": digest(token), "b_state": digest(state), "b_verifier": sealed_verifier}
+        await self.store.transaction(lambda conn: conn.execute(_SET_STATE, params), doing="start an authorization")
+
+    async def take_state(self, state: str, *, opener: str | None, now: float) -> tuple[Link, str] | Refused | None:
+        """The link a callback's `state` belongs to and its sealed PKCE verifier, taken so that no second callback
+        can use them. Who brings the state back is checked first (another person is refused and takes nothing),
+        then the link's expiry. `None` when the state is unknown (forged) or was already used."""
+
+        def take(conn: Connection) -> tuple[Link, str] | Refused | None:
+            row = conn.execute(_BY_STATE, {"state": digest(state)}).first()
+            if row is None or row.verifier is None:
+                return None
+            if opener is None:
+                return Refused("not_signed_in")
+            if opener != row.principal:
+                return Refused("other_user")
+            if now >= row.expires_at:
+                return Refused("expired")
+            if conn.execute(_TAKE_VERIFIER, {"b_digest": row.token_digest, "b_verifier": row.verifier}).rowcount != 1:
+                return None
+            link = Link(**{k: getattr(row, k) for k in Link.__dataclass_fields__})
+            return link, row.verifier
+
+        return await self.store.transaction(take, doing="finish an authorization", immediate=True)
+
+    async def of(self, principal: str, connection: str) -> list[Account]:
+        """Every account of `principal` for `connection`, by label."""
+
+        def read(conn: Connection) -> list[Account]:
+            rows = conn.execute(_FIND_BY_PRINCIPAL, {"principal": principal, "connection": connection}).all()
+            return [_account(row) for row in rows]
+
+        return await self.store.transaction(read, doing="read connected accounts")
+
+    async def listing(self, *, principal: str | None = None, connection: str | None = None) -> list[Account]:
+        """Accounts, optionally of one principal and/or one connection (for `askback accounts list`)."""
+        query = select(_a.id, _a.principal, _a.connection, _a.label, _a.status, _a.reason, _a.expires_at)
+        if principal is not None:
+            query = query.where(_a.principal == principal)
+        if connection is not None:
+            query = query.where(_a.connection == connection)
+        query = query.order_by(_a.principal, _a.connection, _a.label)
+        async with self.store.engine.connect() as conn:
+            return [_account(row) for row in (await conn.execute(query)).all()]
+
+    async def history(self, account_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The account's newest lifecycle events, oldest first."""
+        e = _EVENTS.c
+        query = (
+            select(e.at, e.event, e.before, e.after, e.detail)
+            .where(e.account_id == account_id)
+            .order_by(e.id.desc())
+            .limit(limit)
+        )
+        async with self.store.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [dict(row._mapping) for row in reversed(rows)]
+
     async def change(
         self,
         account_id: str,
@@ -183,11 +271,7 @@ class Accounts:
     async def get(self, account_id: str) -> Account | None:
         def read(conn: Connection) -> Account | None:
             row = conn.execute(_BY_ID, {"id": account_id}).first()
-            if row is None:
-                return None
-            return Account(
-                row.id, row.principal, row.connection, row.label, Status(row.status), row.reason, row.expires_at
-            )
+            return None if row is None else _account(row)
 
         return await self.store.transaction(read, doing=f"read account {account_id!r}")
 
@@ -215,6 +299,10 @@ class Accounts:
         return await self.store.transaction(
             lambda conn: conn.execute(_CREDENTIAL, {"id": account_id}).scalar(), doing="read a credential"
         )
+
+
+def _account(row: Any) -> Account:
+    return Account(row.id, row.principal, row.connection, row.label, Status(row.status), row.reason, row.expires_at)
 
 
 def _record(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from askback.cli import audit, check, db, demo, keys, lint, serve, vault
+from askback.cli import accounts, audit, check, db, demo, keys, lint, serve, vault
 
 __all__ = ["app", "main"]
 
@@ -29,6 +29,7 @@ demo.register(app)
 lint.register(app)
 check.register(app)
 vault.register(app)
+accounts.register(app)
 
 
 def main() -> None:

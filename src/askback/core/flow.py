@@ -19,20 +19,22 @@ them by accident.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import Any, Literal, Protocol, TypeVar, cast, overload
 
 from mcp_types import ClientCapabilities, ElicitResult
 
 from askback.core.answers import Accepted, Cancelled, Declined, Outcome
 from askback.core.capabilities import declares
-from askback.core.questions import Argument, Confirm, Default, InvalidAnswer, Link, Question, digest
+from askback.core.questions import Argument, Choice, Confirm, Default, InvalidAnswer, Link, Question, digest
 from askback.core.state import FlowState, Recorded
 from askback.core.text import unstorable_text
 from askback.errors import ArgumentRequiredError, DefinitionError, MissingCapabilityError
 
 __all__ = [
+    "AccountLike",
+    "AccountsPort",
     "Asked",
     "Ended",
     "Flow",
@@ -95,6 +97,34 @@ class FlowEvent:
 EffectRunner = Callable[[str, str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 
+class AccountLike(Protocol):
+    """What the flow needs to know of a connected account: which one it is and its real status."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+class AccountsPort(Protocol):
+    """Connected accounts, as seen by one caller (the principal is the port's): provided by the accounts product."""
+
+    async def accounts(self, connection: str) -> Sequence[AccountLike]:
+        """The caller's accounts on `connection`, with their real status."""
+        ...
+
+    async def link(self, connection: str, label: str, flow_id: str) -> str:
+        """A fresh single-use authorization link for the caller's account `label` on `connection`."""
+        ...
+
+    def handle(self, account: AccountLike) -> Any:
+        """What the handler receives for an ACTIVE account (it uses the account without seeing its credential)."""
+        ...
+
+
+_ACTIVE = "ACTIVE"
+
+
 class Flow:
     """The handler's handle on the conversation with the user, for one run of one round."""
 
@@ -108,6 +138,8 @@ class Flow:
         responses: Mapping[str, Any] | None,
         now: float,
         run_effect: EffectRunner | None = None,
+        accounts: AccountsPort | None = None,
+        new_id: Callable[[], str] | None = None,
     ) -> None:
         self.tool = tool
         self.arguments = dict(arguments)
@@ -116,6 +148,9 @@ class Flow:
         self.now = now
         self._responses: Mapping[str, Any] = responses or {}
         self._run_effect = run_effect
+        self._accounts = accounts
+        self._new_id = new_id
+        self._minted: str | None = None
         self.recorded: dict[str, Recorded] = dict(state.answers) if state else {}
         self.pending: dict[str, dict[str, Any]] = {}
         self.pending_modes: dict[str, str] = {}
@@ -187,6 +222,85 @@ class Flow:
             self._schedule(question, {**params, "message": note}, base=digest(params))
             raise NeedInput
         self._value(question, result)
+
+    # -- connected accounts --
+
+    async def connect(self, connection: str, *, label: str | None = None, message: str | None = None) -> Any:
+        """The caller's ACTIVE account on `connection`, read for real on every round; otherwise a URL-mode question
+        linking to their authorization page. An `accept` while the account is still not ACTIVE completes with a
+        `not_connected` message (never another link); decline and cancel complete. With several ACTIVE accounts
+        and no `label`, the person is asked which one (a choice). A client that cannot show a link gets -32021
+        naming `elicitation.url`: a credential is never asked for in a form."""
+        if self._accounts is None:
+            raise DefinitionError(
+                "flow.connect needs connected accounts on this server: enable them with "
+                "askback.accounts.enable_accounts(app, ...)"
+            )
+        key = _connect_key(connection)
+        found = list(await self._accounts.accounts(connection))
+        active = [a for a in found if a.status == _ACTIVE]
+        if label is None and len(active) > 1:
+            labels = sorted(a.label or "default" for a in active)
+            chosen = self.ask(
+                Choice(
+                    key=f"{key}.which",
+                    message=message or f"Which {connection} account should be used?",
+                    options=labels,
+                    field="account",
+                    title="Account",
+                )
+            )
+            label = "" if chosen == "default" and "default" not in {a.label for a in active} else chosen
+        wanted = next(
+            (a for a in found if a.label == (label or "")),
+            active[0] if label is None and active else None,
+        )
+        response = self._responses.get(key)
+        answered_here = response is not None and (self.state is None or key in self.state.asked)
+        if wanted is not None and wanted.status == _ACTIVE:
+            if answered_here and isinstance(response, ElicitResult):
+                self.events.append(FlowEvent("answered", key, "url", action=response.action))
+            return self._accounts.handle(wanted)
+        status = wanted.status if wanted is not None else None
+        if answered_here and isinstance(response, ElicitResult):
+            self.events.append(FlowEvent("answered", key, "url", action=response.action))
+            if response.action == "decline":
+                raise FlowEnded(f"Cancelled: you did not connect your {connection} account.", "declined")
+            if response.action == "cancel":
+                raise FlowEnded(f"Cancelled: connecting your {connection} account was dismissed.", "cancelled")
+            raise FlowEnded(
+                f"Not connected: your {connection} account is still not connected"
+                + (f" (it is {status})" if status else "")
+                + ", so nothing was done. Call the tool again for a new link.",
+                "not_connected",
+            )
+        if not declares(self.capabilities, "url"):
+            raise MissingCapabilityError(
+                {"elicitation": {"url": {}}},
+                f"This tool needs your {connection} account, which is connected through a link: declare the "
+                "elicitation.url capability (2026-07-28: in the request's _meta "
+                "io.modelcontextprotocol/clientCapabilities), or connect the account elsewhere first.",
+            )
+        url = await self._accounts.link(connection, label or "", self._link_flow_id())
+        again = status in ("EXPIRED", "REVOKED", "ERROR")
+        text = message or (
+            f"Your {connection} account needs to be connected again: open the link, sign in, then come back."
+            if again
+            else f"Connect your {connection} account to continue: open the link, sign in, then come back."
+        )
+        question = Link(key=key, message=text)
+        self._schedule(question, question.render(message=text, url=url))
+        raise NeedInput
+
+    def _link_flow_id(self) -> str:
+        """The id of this flow, minted now when the flow has not asked before (the next state carries it)."""
+        if self.state is not None:
+            return self.state.flow_id
+        if self._minted is None:
+            if self._new_id is None:
+                raise DefinitionError("flow.connect outside a server round: the flow has no id to bind a link to")
+            self._minted = self._new_id()
+        return self._minted
 
     # -- effects --
 
@@ -324,7 +438,7 @@ class Flow:
         from `new_id`)."""
         base = self.state
         return FlowState(
-            flow_id=base.flow_id if base else new_id(),
+            flow_id=base.flow_id if base else (self._minted or new_id()),
             started=base.started if base else self.now,
             round=(base.round if base else 0) + 1,
             answers=dict(self.recorded),
@@ -403,3 +517,7 @@ async def run(flow: Flow, handler: Callable[[], Awaitable[Any]], *, new_id: Call
     except (ArgumentRequiredError, MissingCapabilityError) as exc:
         return Refused(exc, flow_id, round_, tuple(flow.events))
     return Returned(value, flow_id, round_, tuple(flow.events))
+
+
+def _connect_key(connection: str) -> str:
+    return "connect." + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)[:50]

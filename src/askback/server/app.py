@@ -38,15 +38,16 @@ from pydantic import ValidationError
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
 from askback.clock import Clock, SystemClock, new_flow_id
-from askback.core.flow import Flow
+from askback.core.flow import AccountsPort, Flow
 from askback.core.questions import Question
 from askback.core.round import Limits
 from askback.core.text import unstorable_text
+from askback.db.migrate import Component
 from askback.errors import AskbackError, ConfigurationError, DefinitionError, InvalidParamsError
 from askback.server.legacy import PendingPushes
 from askback.server.round import Handler, RoundExecutor
 from askback.settings import Settings, load_settings
-from askback.store import Store
+from askback.store import MIGRATIONS, Store
 
 __all__ = ["Askback", "current_principal"]
 
@@ -123,6 +124,10 @@ class Askback:
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
         self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
         self._on_start: list[Callable[[Store], Awaitable[None]]] = []
+        # Extension points for other products (connected accounts): the schema histories the store needs, and what
+        # `flow.connect` reaches for a caller.
+        self.components: tuple[Component, ...] = (MIGRATIONS,)
+        self.accounts_port: Callable[[str | None], AccountsPort] | None = None
         self.pushes = PendingPushes(self.settings.max_pending_pushes, self.settings.max_pending_pushes_per_session)
         self.limits = Limits(
             flow_deadline=self.settings.flow_deadline,
@@ -145,7 +150,7 @@ class Askback:
             self._store_lock = anyio.Lock()
         async with self._store_lock:
             if self._store is None:
-                store = await Store.open(self._database_url)
+                store = await Store.open(self._database_url, components=self.components)
                 try:
                     for hook in self._on_start:
                         await hook(store)

@@ -175,6 +175,8 @@ class RoundExecutor:
             responses=responses,
             now=self.now,
             run_effect=self.run_effect,
+            accounts=None if self.app.accounts_port is None else self.app.accounts_port(self.principal),
+            new_id=self.app.new_id,
         )
         kwargs = dict(self.arguments)
         if self.handler.flow_param is not None:

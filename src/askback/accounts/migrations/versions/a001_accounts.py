@@ -47,10 +47,12 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("expires_at", sa.Float(), nullable=False),
         sa.Column("used_at", sa.Float(), nullable=True),
+        sa.Column("state_digest", sa.String(64), nullable=True),
         sa.Column("verifier", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("token_digest", name="pk_askback_account_links"),
     )
     op.create_index("ix_askback_account_links_account_id", "askback_account_links", ["account_id"])
+    op.create_index("ix_askback_account_links_state_digest", "askback_account_links", ["state_digest"])
     op.create_table(
         "askback_account_events",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),

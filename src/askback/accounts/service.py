@@ -1,0 +1,252 @@
+"""The connected-accounts service: what the asking API and the hosted pages call.
+
+It ties the pieces together: the accounts and links in the store (`repository`), the vault, the connections, and
+the token keeper (`tokens`). The asking API reads an account's real status and, when it is not usable, asks for a
+fresh authorization link; the hosted pages check who opens a link, send the person to the provider, take the
+callback (state, PKCE verifier, code exchange) or the API key, and store the credential sealed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+from urllib.parse import urlencode
+
+from askback.accounts.connections import (
+    ApiKeyConnection,
+    Connections,
+    authorization_request,
+    new_code_verifier,
+    new_state,
+)
+from askback.accounts.links import Link, Refused
+from askback.accounts.repository import Account, Accounts
+from askback.accounts.status import Event, Status
+from askback.accounts.vault import Vault
+from askback.errors import AccountStateError, ProviderError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from askback.accounts.tokens import TokenKeeper
+    from askback.clock import Clock
+
+__all__ = [
+    "AccountService",
+    "AskForKey",
+    "Done",
+    "Failed",
+    "Redirect",
+    "SignInVerifier",
+]
+
+
+class SignInVerifier(Protocol):
+    """Who the person opening a hosted page is: the deployment's own sign-in (a session cookie, a proxy header),
+    answering the same principal names as the MCP endpoint's token verifier; `None` when nobody is signed in."""
+
+    async def __call__(self, request: Request) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """Send the person to the provider's consent page."""
+
+    url: str
+    kind: Literal["redirect"] = "redirect"
+
+
+@dataclass(frozen=True)
+class AskForKey:
+    """Show the API-key form for `connection`; the form posts `state` back."""
+
+    connection: ApiKeyConnection
+    state: str
+    kind: Literal["ask_for_key"] = "ask_for_key"
+
+
+@dataclass(frozen=True)
+class Done:
+    """The account is connected: tell the person to return to their assistant."""
+
+    account: Account
+    kind: Literal["done"] = "done"
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Nothing was connected: `message` says what happened, in plain words, for the page."""
+
+    message: str
+    status_code: int = 400
+    kind: Literal["failed"] = "failed"
+
+
+_UNKNOWN_STATE = (
+    "This sign-in was not started here, or it has already been finished. Nothing was changed. Ask your assistant "
+    "again for a new link."
+)
+
+
+class AccountService:
+    """Connected accounts for one server: `base_url` is where the hosted pages are reached (scheme, host, port),
+    `prefix` the path they are mounted under."""
+
+    def __init__(
+        self,
+        *,
+        accounts: Accounts,
+        vault: Vault,
+        connections: Connections,
+        tokens: TokenKeeper,
+        clock: Clock,
+        base_url: str,
+        prefix: str = "/accounts",
+        link_ttl: float = 600.0,
+    ) -> None:
+        self.accounts = accounts
+        self.vault = vault
+        self.connections = connections
+        self.tokens = tokens
+        self.clock = clock
+        self.base_url = base_url.rstrip("/")
+        self.prefix = "/" + prefix.strip("/")
+        self.link_ttl = link_ttl
+
+    # -- URLs --
+
+    def start_url(self, token: str) -> str:
+        return f"{self.base_url}{self.prefix}/start?{urlencode({'t': token})}"
+
+    @property
+    def callback_url(self) -> str:
+        return f"{self.base_url}{self.prefix}/callback"
+
+    @property
+    def key_url(self) -> str:
+        return f"{self.base_url}{self.prefix}/key"
+
+    # -- for the asking API --
+
+    async def accounts_of(self, principal: str, connection: str) -> list[Account]:
+        self.connections[connection]  # an unknown connection name fails here, naming the configured ones
+        return await self.accounts.of(principal, connection)
+
+    async def link(self, principal: str, connection: str, *, label: str = "", flow_id: str | None) -> str:
+        """A fresh single-use authorization link for `principal`'s account on `connection`."""
+        self.connections[connection]
+        _, token = await self.accounts.begin_connect(
+            principal, connection, label=label, flow_id=flow_id, now=self.clock.now(), ttl=self.link_ttl
+        )
+        return self.start_url(token)
+
+    # -- for the hosted pages --
+
+    async def start(self, token: str, *, opener: str | None) -> Redirect | AskForKey | Failed:
+        """The start page: who opens the link is checked first, then the link is used up, then the person is sent
+        to the provider (OAuth) or shown the key form (API key)."""
+        decision = await self.accounts.use_link(token, opener=opener, now=self.clock.now())
+        if isinstance(decision, Refused):
+            return Failed(decision.message, status_code=403 if decision.reason == "other_user" else 400)
+        link = decision.link
+        connection = self.connections[link.connection]
+        state = new_state()
+        if isinstance(connection, ApiKeyConnection):
+            await self.accounts.remember_state(token, state=state, sealed_verifier=self._seal_verifier(link, ""))
+            return AskForKey(connection, state)
+        verifier = new_code_verifier()
+        await self.accounts.remember_state(token, state=state, sealed_verifier=self._seal_verifier(link, verifier))
+        url = authorization_request(connection, redirect_uri=self.callback_url, state=state, code_verifier=verifier)
+        return Redirect(url)
+
+    async def finish_oauth(
+        self, *, state: str | None, code: str | None, error: str | None, opener: str | None
+    ) -> Done | Failed:
+        """The OAuth callback: the state must be one this service issued and not yet used, the person the same
+        one the link was made for, the link unexpired; then the code is exchanged (with the PKCE verifier, to the
+        exact redirect URI) and the tokens are stored sealed."""
+        taken = await self._take(state, opener)
+        if isinstance(taken, Failed):
+            return taken
+        link_account, verifier = taken
+        connection = self.connections.oauth(link_account.connection)
+        if error is not None or not code:
+            await self._fail(link_account, f"the provider answered {error or 'without a code'}")
+            return Failed(
+                "Access was not granted"
+                + (f" (the provider said {error})" if error else "")
+                + ". Nothing was connected. Ask your assistant again when you want to connect."
+            )
+        try:
+            tokens = await self.tokens.exchange(
+                connection, code=code, redirect_uri=self.callback_url, code_verifier=verifier
+            )
+        except ProviderError as exc:
+            await self._fail(link_account, str(exc))
+            return Failed(
+                "The provider did not accept this sign-in. Nothing was connected. Ask your assistant again for a new "
+                "link.",
+                status_code=502 if exc.reason == "unreachable" else 400,
+            )
+        account = await self._connect(link_account, tokens.to_vault(), tokens.expires_at)
+        return Done(account)
+
+    async def finish_key(self, *, state: str | None, key: str, opener: str | None) -> Done | Failed:
+        """The API-key form: the same checks as the OAuth callback, then the key (validated by the connection's
+        check request, when it has one) is stored sealed."""
+        taken = await self._take(state, opener)
+        if isinstance(taken, Failed):
+            return taken
+        link_account, _ = taken
+        connection = self.connections.api_key(link_account.connection)
+        key = key.strip()
+        if not key:
+            return Failed("No key was entered. Nothing was connected. Ask your assistant again for a new link.")
+        try:
+            await self.tokens.check_key(connection, key)
+        except ProviderError as exc:
+            await self._fail(link_account, str(exc))
+            return Failed(
+                f"{connection.label} was not accepted by the provider. Nothing was connected. Ask your assistant "
+                "again for a new link."
+            )
+        account = await self._connect(link_account, {"api_key": key}, None)
+        return Done(account)
+
+    # -- internals --
+
+    def _seal_verifier(self, link: Link, verifier: str) -> str:
+        return self.vault.seal(link.account_id, {"v": verifier})
+
+    async def _take(self, state: str | None, opener: str | None) -> tuple[Account, str] | Failed:
+        if not state:
+            return Failed(_UNKNOWN_STATE)
+        taken = await self.accounts.take_state(state, opener=opener, now=self.clock.now())
+        if isinstance(taken, Refused):
+            return Failed(taken.message, status_code=403 if taken.reason == "other_user" else 400)
+        if taken is None:
+            return Failed(_UNKNOWN_STATE)
+        link, sealed_verifier = taken
+        account = await self.accounts.get(link.account_id)
+        if account is None:
+            return Failed(_UNKNOWN_STATE)
+        verifier = str(self.vault.open(link.account_id, sealed_verifier)["v"])
+        return account, verifier
+
+    async def _connect(self, account: Account, credential: dict[str, object], expires_at: float | None) -> Account:
+        sealed = self.vault.seal(account.id, credential)
+        await self.accounts.change(
+            account.id, Event.CONNECTED, now=self.clock.now(), credential=sealed, expires_at=expires_at
+        )
+        connected = await self.accounts.get(account.id)
+        assert connected is not None
+        return connected
+
+    async def _fail(self, account: Account, reason: str) -> None:
+        """A pending account whose authorization failed is ERROR with the reason; an account that was connected
+        before (reconnecting) keeps its status."""
+        if account.status is Status.PENDING:
+            # Changed meanwhile (connected through another link): leave it.
+            with contextlib.suppress(AccountStateError):
+                await self.accounts.change(account.id, Event.FAILED, now=self.clock.now(), reason=reason)
