@@ -24,7 +24,7 @@ from askback.accounts.links import Link, Refused
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.status import Event, Status
 from askback.accounts.vault import Vault
-from askback.errors import AccountStateError, ProviderError
+from askback.errors import AccountStateError, InvalidParamsError, ProviderError
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -205,6 +205,11 @@ class AccountService:
             return Failed("No key was entered. Nothing was connected. Ask your assistant again for a new link.")
         try:
             await self.tokens.check_key(connection, key)
+        except InvalidParamsError:
+            return Failed(
+                f"That {connection.label} has characters a key cannot have. Nothing was connected. Ask your assistant "
+                "again for a new link."
+            )
         except ProviderError as exc:
             await self._fail(link_account, str(exc))
             return Failed(

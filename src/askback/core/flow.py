@@ -121,6 +121,10 @@ class AccountsPort(Protocol):
         """What the handler receives for an ACTIVE account (it uses the account without seeing its credential)."""
         ...
 
+    async def aclose(self) -> None:
+        """Release what the handles of this round hold (their HTTP clients); called when the round ends."""
+        ...
+
 
 _ACTIVE = "ACTIVE"
 

@@ -124,6 +124,7 @@ class Askback:
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
         self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
         self._on_start: list[Callable[[Store], Awaitable[None]]] = []
+        self._on_close: list[Callable[[], Awaitable[None]]] = []
         # Extension points for other products (connected accounts): the schema histories the store needs, and what
         # `flow.connect` reaches for a caller.
         self.components: tuple[Component, ...] = (MIGRATIONS,)
@@ -167,7 +168,14 @@ class Askback:
         self._on_start.append(fn)
         return fn
 
+    def on_close(self, fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """Register a clean-up run when the app closes, before its store does (HTTP clients, background work)."""
+        self._on_close.append(fn)
+        return fn
+
     async def aclose(self) -> None:
+        for hook in reversed(self._on_close):
+            await hook()
         if self._store is not None:
             await self._store.close()
             self._store = None

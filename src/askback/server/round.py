@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
 
@@ -69,6 +70,8 @@ class RoundExecutor:
         # The round of the flow this copy claimed (it alone runs the handler), and what it answered, if it asked.
         self.claimed_round: int | None = None
         self.round_outcome: dict[str, Any] | None = None
+        # Connected accounts as this caller sees them (when the app has them), closed when the round ends.
+        self.accounts = None if app.accounts_port is None else app.accounts_port(principal)
 
     def event(self, kind: str, **fields: Any) -> None:
         self.events.append(
@@ -84,6 +87,14 @@ class RoundExecutor:
         )
 
     async def run(self) -> CallToolResult | InputRequiredResult:
+        try:
+            return await self._run()
+        finally:
+            if self.accounts is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.accounts.aclose()
+
+    async def _run(self) -> CallToolResult | InputRequiredResult:
         store = self._store = await self.app.store()
         state = self.state
         recorded = await self._claim_round(store, state) if state is not None else None
@@ -175,7 +186,7 @@ class RoundExecutor:
             responses=responses,
             now=self.now,
             run_effect=self.run_effect,
-            accounts=None if self.app.accounts_port is None else self.app.accounts_port(self.principal),
+            accounts=self.accounts,
             new_id=self.app.new_id,
         )
         kwargs = dict(self.arguments)

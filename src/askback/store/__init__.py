@@ -14,6 +14,7 @@ ones only by `askback db upgrade`, so that one deliberate step changes a shared 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -163,6 +164,24 @@ class Store:
             async with engine.begin() as conn:
                 if conn.dialect.name == "postgresql":
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SETUP_LOCK})
+                yield conn
+
+    @asynccontextmanager
+    async def locked(self, key: str) -> AsyncIterator[AsyncConnection]:
+        """A transaction that holds the lock named `key` among every process sharing the database, for work that must
+        happen once at a time across instances (refreshing one account's tokens): PostgreSQL takes the advisory lock
+        `pg_advisory_xact_lock` of a stable 64-bit hash of `key`, so other keys go on; SQLite takes the database's
+        write lock at BEGIN (BEGIN IMMEDIATE), so every other writer waits, up to its busy timeout. The lock lasts
+        until the transaction ends: do the writes that go with it through the connection yielded (on SQLite a write
+        through any other connection would wait for this one), and commit early with `await conn.commit()` if the
+        commit must not be cancelled with the block."""
+        engine = self._engine.execution_options(**{BEGIN_IMMEDIATE: True})
+        # The same signed 64-bit number in every process (Python's own `hash` of a str differs per process).
+        number = int.from_bytes(hashlib.sha256(f"askback.lock:{key}".encode()).digest()[:8], "big", signed=True)
+        with self._reachable(f"take the lock {key!r}"):
+            async with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": number})
                 yield conn
 
     async def revisions(self) -> dict[str, str | None]:
