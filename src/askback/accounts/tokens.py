@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import anyio
+import anyio.lowlevel
 import httpx
 import sqlalchemy as sa
 from sqlalchemy import Table, bindparam, func, insert, select, update
@@ -309,6 +310,14 @@ _HELD = select(
     _a.credential,
     select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
 ).where(_a.id == bindparam("id"))
+# The same read for every account asked for in one moment (PostgreSQL: one query instead of one per account).
+_HELD_MANY = select(
+    _a.id,
+    _a.status,
+    _a.reason,
+    _a.credential,
+    select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
+).where(_a.id.in_(bindparam("ids", expanding=True)))
 # The same change `Accounts.change` makes (status through the table, credential, lifecycle event), on the locked
 # connection: see the module docstring for why it cannot go through `Accounts`.
 _SET_STATUS = (
@@ -355,6 +364,7 @@ class TokenKeeper:
         self._own_http: httpx.AsyncClient | None = None
         self._locks = _Locks()
         self._reading: dict[str, _Read] = {}
+        self._batch: dict[str, tuple[_Read, Connection]] = {}
 
     def __repr__(self) -> str:
         return f"TokenKeeper(connections={list(self.connections.names())!r}, leeway={self.leeway})"
@@ -615,10 +625,20 @@ class TokenKeeper:
 
     async def _read(self, account_id: str, connection: Connection, *, join: bool = True) -> Held | None:
         """What the database holds for the account. Callers that look at one account at the same moment share one
-        read (`join`): a burst of tool calls for one account costs one query, not one per call. A caller that must
-        see what was committed after it began (the re-check after waiting for the lock) does not join."""
+        read (`join`): a burst of tool calls for one account costs one query, not one per call. On PostgreSQL, the
+        accounts asked for in the same moment are read together, in one query. A caller that must see what was
+        committed after it began (the re-check after waiting for the lock) does not join."""
         flight = self._reading.get(account_id) if join else None
         if flight is not None:
+            await flight.done.wait()
+            if flight.ok:
+                return flight.held
+        elif join and self.accounts.store.engine.dialect.name == "postgresql":
+            flight = _Read()
+            self._reading[account_id] = flight
+            self._batch[account_id] = (flight, connection)
+            if len(self._batch) == 1:
+                await self._read_batch()
             await flight.done.wait()
             if flight.ok:
                 return flight.held
@@ -638,6 +658,31 @@ class TokenKeeper:
                 flight.done.set()
         # The read this caller joined failed (or was cancelled with its caller): read again, alone.
         return await self._read(account_id, connection, join=False)
+
+    async def _read_batch(self) -> None:
+        """Read every account queued in this moment with one query. The first caller queues, lets the others that are
+        ready run up to their own read (one checkpoint), then reads for all of them."""
+        try:
+            await anyio.lowlevel.checkpoint()
+        finally:
+            batch, self._batch = self._batch, {}
+        try:
+            with anyio.CancelScope(shield=True):
+                rows = await self.accounts.store.read(
+                    lambda conn: conn.execute(_HELD_MANY, {"ids": list(batch)}).all(),
+                    doing=f"read {len(batch)} connected account(s)",
+                )
+            by_id = {row.id: row for row in rows}
+            for account_id, (flight, connection) in batch.items():
+                try:
+                    flight.held, flight.ok = self._held(account_id, connection, by_id.get(account_id)), True
+                except Exception:
+                    flight.ok = False
+        finally:
+            for account_id, (flight, _) in batch.items():
+                if self._reading.get(account_id) is flight:
+                    del self._reading[account_id]
+                flight.done.set()
 
     async def _read_locked(self, conn: AsyncConnection, account_id: str, connection: Connection) -> Held | None:
         row = (await conn.execute(_HELD, {"id": account_id})).first()

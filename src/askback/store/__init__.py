@@ -232,6 +232,17 @@ class Store:
         with self._reachable(doing):
             return await self._run(fn, immediate=immediate)
 
+    async def read(self, fn: Callable[[Any], _T], *, doing: str) -> _T:
+        """Run the reads of `fn(conn)` outside any transaction: on PostgreSQL one round trip per statement (no
+        BEGIN and COMMIT around it); on SQLite the fast path, as `transaction`. For reads that need no consistent
+        snapshot across statements."""
+        with self._reachable(doing):
+            if self._sqlite_path is not None:
+                return await self._run(fn)
+            async with self._engine.connect() as conn:
+                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                return await auto.run_sync(fn)
+
     # Waiting for another attempt ---------------------------------------------------------------------------
 
     @contextmanager
