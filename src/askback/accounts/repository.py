@@ -47,6 +47,17 @@ _SET_STATUS = (
     .where(_a.id == bindparam("b_id"), _a.status == bindparam("b_before"))
     .values(status=bindparam("b_after"), reason=bindparam("b_reason"), updated_at=bindparam("b_at"))
 )
+# The same, only when the credential is still the one the caller read (a change made under the refresh lock must not
+# overwrite a reconnect made meanwhile by another instance, which takes no such lock).
+_SET_STATUS_AS_READ = (
+    update(_ACCOUNTS)
+    .where(
+        _a.id == bindparam("b_id"),
+        _a.status == bindparam("b_before"),
+        _a.credential.is_not_distinct_from(bindparam("b_was")),
+    )
+    .values(status=bindparam("b_after"), reason=bindparam("b_reason"), updated_at=bindparam("b_at"))
+)
 _SET_CREDENTIAL = (
     update(_ACCOUNTS)
     .where(_a.id == bindparam("b_id"))
@@ -91,7 +102,9 @@ _FIND_BY_PRINCIPAL = (
 )
 
 # What `change` does to the stored credential: keep it, replace it, or delete it (revocation).
-_KEEP = object()
+KEEP: Any = object()
+# `apply_change` with no condition on the stored credential.
+ANY: Any = object()
 
 
 @dataclass(frozen=True)
@@ -241,7 +254,7 @@ class Accounts:
         *,
         now: float,
         reason: str | None = None,
-        credential: Any = _KEEP,
+        credential: Any = KEEP,
         expires_at: float | None = None,
     ) -> Status:
         """Move the account on `event` through the status table (`AccountStateError` when the table has no such
@@ -252,19 +265,16 @@ class Accounts:
             row = conn.execute(_BY_ID, {"id": account_id}).first()
             if row is None:
                 raise AccountStateError(f"there is no connected account {account_id!r}")
-            before = Status(row.status)
-            after = transition(before, event)
-            params = {"b_id": account_id, "b_before": before.value, "b_after": after.value, "b_reason": reason}
-            if conn.execute(_SET_STATUS, {**params, "b_at": now}).rowcount != 1:
-                raise AccountStateError(f"the account {account_id!r} changed while this change was being made")
-            if event is Event.REVOKED:
-                conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": None, "b_expires_at": None})
-            elif credential is not _KEEP:
-                conn.execute(
-                    _SET_CREDENTIAL, {"b_id": account_id, "b_credential": credential, "b_expires_at": expires_at}
-                )
-            _record(conn, account_id, now, event, before, after, reason)
-            return after
+            return apply_change(
+                conn,
+                account_id,
+                Status(row.status),
+                event,
+                now=now,
+                reason=reason,
+                credential=credential,
+                expires_at=expires_at,
+            )
 
         return await self.store.transaction(write, doing=f"change account {account_id!r}", immediate=True)
 
@@ -299,6 +309,40 @@ class Accounts:
         return await self.store.transaction(
             lambda conn: conn.execute(_CREDENTIAL, {"id": account_id}).scalar(), doing="read a credential"
         )
+
+
+def apply_change(
+    conn: Connection,
+    account_id: str,
+    before: Status,
+    event: Event,
+    *,
+    now: float,
+    reason: str | None = None,
+    credential: Any = KEEP,
+    expires_at: float | None = None,
+    was: Any = ANY,
+) -> Status:
+    """One status change inside the caller's transaction: through the table, only if the account is still `before`
+    (and, with `was`, still holds that sealed credential); the credential stored, kept or (revocation) deleted; the
+    change recorded as a lifecycle event. Returns the new status."""
+    after = transition(before, event)
+    params = {"b_id": account_id, "b_before": before.value, "b_after": after.value, "b_reason": reason, "b_at": now}
+    if was is ANY:
+        changed = conn.execute(_SET_STATUS, params).rowcount
+    else:
+        changed = conn.execute(_SET_STATUS_AS_READ, {**params, "b_was": was}).rowcount
+    if changed != 1:
+        raise AccountStateError(
+            f"Connected account {account_id!r} was changed elsewhere (connected again, or by another instance) while "
+            "this change was being made; nothing was written. Read it and try again."
+        )
+    if event is Event.REVOKED:
+        conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": None, "b_expires_at": None})
+    elif credential is not KEEP:
+        conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": credential, "b_expires_at": expires_at})
+    _record(conn, account_id, now, event, before, after, reason)
+    return after
 
 
 def _account(row: Any) -> Account:

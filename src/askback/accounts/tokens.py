@@ -56,7 +56,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 import sqlalchemy as sa
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from askback.accounts._models import AccountEventRow, AccountRow
@@ -73,7 +73,7 @@ from askback.accounts.connections import (
     revocation_request,
     token_request,
 )
-from askback.accounts.repository import Account, Accounts
+from askback.accounts.repository import KEEP, Account, Accounts, apply_change
 from askback.accounts.status import Event, Status, transition
 from askback.accounts.vault import Vault
 from askback.clock import Clock
@@ -318,25 +318,7 @@ _HELD_MANY = select(
     _a.credential,
     select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
 ).where(_a.id.in_(bindparam("ids", expanding=True)))
-# The same change `Accounts.change` makes (status through the table, credential, lifecycle event), on the locked
-# connection: see the module docstring for why it cannot go through `Accounts`.
-_SET_STATUS = (
-    update(_ACCOUNTS)
-    .where(
-        _a.id == bindparam("b_id"),
-        _a.status == bindparam("b_before"),
-        # On PostgreSQL another instance's `Accounts.change` (a reconnect) does not take the advisory lock.
-        _a.credential.is_not_distinct_from(bindparam("b_was")),
-    )
-    .values(status=bindparam("b_after"), reason=bindparam("b_reason"), updated_at=bindparam("b_at"))
-)
-_SET_CREDENTIAL = (
-    update(_ACCOUNTS)
-    .where(_a.id == bindparam("b_id"))
-    .values(credential=bindparam("b_credential"), expires_at=bindparam("b_expires_at"))
-)
-_ADD_EVENT = insert(_EVENTS)
-_KEEP = object()
+_VERSION = select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == bindparam("id"))
 
 
 class TokenKeeper:
@@ -713,43 +695,23 @@ def _change(
     *,
     now: float,
     reason: str | None = None,
-    credential: Any = _KEEP,
+    credential: Any = KEEP,
     expires_at: float | None = None,
 ) -> int:
-    """`Accounts.change` on a connection already in a transaction (the locked one). Returns the account's new
-    version (the id of the lifecycle event recorded)."""
-    after = transition(before.status, event)
-    params = {
-        "b_id": account_id,
-        "b_before": before.status.value,
-        "b_was": before.sealed,
-        "b_after": after.value,
-        "b_reason": reason,
-        "b_at": now,
-    }
-    if conn.execute(_SET_STATUS, params).rowcount != 1:
-        raise AccountStateError(
-            f"Connected account {account_id!r} was changed elsewhere (connected again, or by an instance that does "
-            "not take the refresh lock) while this change was being made; nothing was written. Read it and try again."
-        )
-    if event is Event.REVOKED:
-        conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": None, "b_expires_at": None})
-    elif credential is not _KEEP:
-        conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": credential, "b_expires_at": expires_at})
-    recorded = conn.execute(
-        _ADD_EVENT,
-        {
-            "account_id": account_id,
-            "at": now,
-            "event": event.value,
-            "before": before.status.value,
-            "after": after.value,
-            "detail": reason,
-        },
+    """`Accounts.change` on the locked connection, only if the credential is still the one read under the lock.
+    Returns the account's new version (the id of the lifecycle event recorded)."""
+    apply_change(
+        conn,
+        account_id,
+        before.status,
+        event,
+        now=now,
+        reason=reason,
+        credential=credential,
+        expires_at=expires_at,
+        was=before.sealed,
     )
-    key = recorded.inserted_primary_key
-    assert key is not None
-    return int(key[0])
+    return int(conn.execute(_VERSION, {"id": account_id}).scalar_one())
 
 
 def _settled(held: Held | None, step: Use | Refuse) -> Held | AskbackError:
