@@ -157,5 +157,9 @@ def test_the_interactive_demo_shows_what_to_type_without_empty_default_brackets(
     demo.wait_for("[dev/staging/production] (empty to decline)")
     demo.type("\r")  # no environment: decline
     demo.wait_for("Cancelled: no environment was chosen; nothing was deployed.")
+    demo.wait_for("/accounts/start?t=")  # the link to open in a browser
+    demo.wait_for("Press Enter once the page says Connected (n to decline): ")
+    demo.type("n\r")
+    demo.wait_for("Cancelled: you did not connect your demo-mail account.")
     assert demo.wait_for_exit() == 0, demo.text
     assert "()" not in demo.text

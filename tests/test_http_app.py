@@ -260,3 +260,18 @@ def test_a_signed_mount_never_lets_a_websocket_through(make_settings: Callable[.
     ):
         pass
     assert closed.value.code == 1008 and reached == []
+
+
+async def test_an_apps_own_mounts_are_served_with_their_policies_by_askback_serve_too(
+    make_settings: Callable[..., Any],
+) -> None:
+    from askback.server import Mounted, Open
+
+    pages: list[dict[str, Any]] = []
+    server = Askback("own-mounts", settings=make_settings(demo_auth=False))
+    server.mounts.append(Mounted("/pages", echo_app(pages), auth=Open()))
+    async with server.running(), client_for(build_app(server, token_verifier=DemoTokenVerifier())) as http:
+        page = await http.get("/pages/x")
+        mcp_without_token = await http.post("/mcp", json={})
+    assert page.status_code == 200 and [p["path"] for p in pages] == ["/pages/x"]
+    assert mcp_without_token.status_code == 401

@@ -1,4 +1,5 @@
-"""`askback demo`: the demo server with several workers, and a walk through a deletion and a production deploy."""
+"""`askback demo`: the demo server with several workers, and a walk through a deletion, a production deploy and a
+tool that needs the caller's mail account at a development OAuth provider."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def demo(
         ),
     ] = "sqlite:///askback-demo.db",
 ) -> None:
-    """Start the demo server with several workers and walk through a deletion and a production deploy."""
+    """Start the demo server with several workers and walk through a deletion, a production deploy, and a tool that
+    needs your mail account at Demo Mail, a development OAuth provider the demo starts on loopback."""
     from askback.demo.run import run_demo
 
     if not 0 <= port <= 65535:

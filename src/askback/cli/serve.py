@@ -2,7 +2,7 @@
 
 `serve` checks its options, imports the target and prepares the database once in this process, then hands over to
 uvicorn, which calls `app_factory` in every worker process; the target and the options reach the workers through
-environment variables.
+environment variables. Routes beside `/mcp` come from the target itself: `build_app` serves its `mounts`.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def serve(
         int, typer.Option(min=1, help="Seconds a stopping instance lets running calls finish.")
     ] = 30,
 ) -> None:
-    """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28 statelessly, and 2025-11-25 sessions), with /healthz
-    and /readyz."""
+    """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28 statelessly, and 2025-11-25 sessions), with /healthz,
+    /readyz and the routes TARGET mounts itself (its `mounts`)."""
     import uvicorn
 
     from askback.cli import logs

@@ -4,6 +4,10 @@ Two tools that need a human: deleting a project (type its name to confirm) and d
 environment; production asks for a second confirmation). Two read-only tools let anyone observe the effects. The
 data lives in the same database as askback's own tables, seeded with `prj_99` = billing-legacy and
 `prj_42` = web-frontend. Demo authentication is on: a bearer token `demo-<name>` is user `<name>`.
+
+With `ASKBACK_DEMO_MAIL_ISSUER` set (as `askback demo` sets it), a fifth tool, `summarize_inbox`, reads the caller's
+mailbox at Demo Mail, a development OAuth provider, through a connected account (`askback.demo.mail`); the hosted
+pages it links to are mounted at `/accounts`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from askback import Argument, Askback, Choice, Confirm, Flow, Settings, current_principal, load_settings
 from askback.clock import Clock
+from askback.demo.mail import DemoMail, add_mail, mail_from_env
 from askback.store import Store
 
 __all__ = ["build", "confirm_prod", "confirm_project", "pick_env", "server"]
@@ -76,8 +81,9 @@ confirm_prod = Confirm(
 )
 
 
-def build(settings: Settings | None = None, clock: Clock | None = None) -> Askback:
-    """A demo server; `settings` default to the environment's with demo authentication on."""
+def build(settings: Settings | None = None, clock: Clock | None = None, *, mail: DemoMail | None = None) -> Askback:
+    """A demo server; `settings` default to the environment's with demo authentication on. With `mail`, it also has
+    `summarize_inbox` and the hosted pages of connected accounts."""
     app = Askback("askback-demo", settings=settings or load_settings(demo_auth=True), clock=clock)
 
     @app.on_start
@@ -153,7 +159,9 @@ def build(settings: Settings | None = None, clock: Clock | None = None) -> Askba
             "deletions": [{"project_id": r.project_id, "name": r.name, "by": r.by} for r in dels],
         }
 
+    if mail is not None:
+        add_mail(app, mail)
     return app
 
 
-server = build()
+server = build(mail=mail_from_env())

@@ -1,8 +1,14 @@
-"""`askback demo`: start the demo server with several workers and walk through two flows, round by round.
+"""`askback demo`: start the demo server with several workers and walk through three flows, round by round.
 
 Every round is a new connection, so the retry can land on another worker process; each round prints the
 questions, the answers, and the worker that served it. `--interactive` asks the person at the terminal instead of
 answering from the script.
+
+The third flow, `summarize_inbox`, needs the caller's account at Demo Mail, a development OAuth provider the demo
+runs on loopback in a thread of this process (`askback.demo.provider`). Its first round asks with a link; the scripted
+person follows it with plain HTTP (`askback.demo.person`): the demo server's development sign-in, the provider's
+sign-in and consent page, the callback that stores the grant. The retry then reads the inbox. With `--interactive`,
+the person opens the link in their own browser and presses Enter when it says Connected.
 
 Each round runs in an event loop of its own and the questions are asked between rounds, in plain code: a prompt
 inside a running event loop would not see Ctrl-C (asyncio turns the first SIGINT into a cancellation that a
@@ -20,6 +26,7 @@ import functools
 import itertools
 import secrets
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +35,17 @@ from mcp_types import CallToolResult, ElicitResult
 from rich.console import Console
 from rich.markup import escape
 
+from askback.accounts.vault import new_key
 from askback.core.plan import Round, flow_plan
+from askback.demo.mail import (
+    CLIENT_SECRET_ENV,
+    ISSUER_ENV,
+    PUBLIC_URL_ENV,
+    SIGN_IN_SECRET_ENV,
+    callback_url,
+)
+from askback.demo.person import connect_account
+from askback.demo.provider import NAME, serving_provider
 from askback.errors import ConfigurationError
 from askback.testing import call_round, free_port, serving
 
@@ -134,15 +151,28 @@ def _answer_form(schema: dict[str, Any]) -> ElicitResult:
     return ElicitResult(action="accept", content=content)
 
 
-def _answer(key: str, params: dict[str, Any], interactive: bool) -> ElicitResult:
+def _open_link(url: str, user: str, interactive: bool) -> ElicitResult:
+    """A URL question: the link opened by the scripted person, or by the person at the terminal in their browser."""
+    console.print(f"    link {escape(url)}")
+    if not interactive:
+        connected = connect_account(url, user=user, say=lambda step: console.print(f"    [dim]{escape(step)}[/]"))
+        # A person who could not finish closes the page: the retry then says what happened.
+        return ElicitResult(action="accept" if connected else "cancel")
+    console.print(
+        f"    [dim]Open it in your browser: sign in as {escape(user)} when the demo server asks, then sign in at "
+        f"{NAME} (any name) and allow access.[/]"
+    )
+    typed = _ask("    Press Enter once the page says Connected (n to decline): ")
+    if typed is None:
+        return ElicitResult(action="cancel")
+    return ElicitResult(action="decline" if typed.strip().lower() in ("n", "no") else "accept")
+
+
+def _answer(key: str, params: dict[str, Any], user: str, interactive: bool) -> ElicitResult:
+    if params.get("mode") == "url":
+        return _open_link(str(params["url"]), user, interactive)
     if not interactive:
         return ElicitResult(action="accept", content=_SCRIPT[key])
-    if params.get("mode") == "url":
-        console.print(f"    open [link]{escape(str(params['url']))}[/link]")
-        typed = _ask("    Open this link? [bold]\\[y/n][/]: ")
-        if typed is None:
-            return ElicitResult(action="cancel")
-        return ElicitResult(action="accept" if typed.strip().lower() in ("y", "yes") else "decline")
     return _answer_form(params.get("requestedSchema", {}))
 
 
@@ -170,7 +200,7 @@ def _drive(url: str, user: str, tool: str, arguments: dict[str, Any], interactiv
 
     def answer(key: str, params: dict[str, Any]) -> ElicitResult:
         console.print(f"    asks [bold]{key}[/]: {escape(str(params.get('message')))}")
-        given = _answer(key, params, interactive)
+        given = _answer(key, params, user, interactive)
         console.print(f"    answers {given.action} {escape(str(given.content or ''))}")
         return given
 
@@ -197,20 +227,44 @@ def _drive(url: str, user: str, tool: str, arguments: dict[str, Any], interactiv
     return instances
 
 
+@contextlib.contextmanager
+def demo_servers(*, workers: int, port: int, database: str) -> Iterator[str]:
+    """Demo Mail on loopback and the demo server (`askback serve askback.demo:server`) connected to it, with keys
+    of their own, until the block ends; yields the demo server's /mcp URL."""
+    public_url = f"http://127.0.0.1:{port}"
+    client_secret = secrets.token_urlsafe(32)
+    with serving_provider(client_secret=client_secret, redirect_uris=[callback_url(public_url)]) as mail:
+        env = {
+            "ASKBACK_STATE_KEYS": secrets.token_urlsafe(48),
+            "ASKBACK_DATABASE_URL": database,
+            "ASKBACK_VAULT_KEYS": new_key(),
+            ISSUER_ENV: mail.issuer,
+            CLIENT_SECRET_ENV: client_secret,
+            PUBLIC_URL_ENV: public_url,
+            SIGN_IN_SECRET_ENV: secrets.token_urlsafe(32),
+        }
+        console.print(f"Starting {NAME}, a development OAuth provider, on {mail.issuer}")
+        console.print(f"Starting the demo server: {workers} worker processes on 127.0.0.1:{port}, database {database}")
+        with serving("askback.demo:server", port=port, workers=workers, env=env) as url:
+            yield url
+
+
 def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> int:
     prepare_database(database)
-    env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": database}
-    port = port or free_port()
-    console.print(f"Starting the demo server: {workers} worker processes on 127.0.0.1:{port}, database {database}")
-    with serving("askback.demo:server", port=port, workers=workers, env=env) as url:
+    with demo_servers(workers=workers, port=port or free_port(), database=database) as url:
         if interactive:
             console.print("[dim]Answer each question; an empty answer declines it. Ctrl-C stops the demo.[/]")
         seen = _drive(url, "alice", "delete_project", {"project_id": "prj_99"}, interactive)
         seen |= _drive(url, "bob", "deploy", {"service": "web-frontend"}, interactive)
+        seen |= _drive(url, "carol", "summarize_inbox", {}, interactive)
     console.rule()
     console.print(f"Rounds were served by {len(seen)} different worker process(es): {', '.join(sorted(seen))}.")
     console.print(
         "Who confirmed the deletion of billing-legacy, and when:\n"
         f"  askback audit --database {database} --tool delete_project --event answered --contains billing-legacy"
+    )
+    console.print(
+        "carol's connected account, its status and history, never its token:\n"
+        f"  askback accounts list --database {database}"
     )
     return 0

@@ -22,7 +22,7 @@ import secrets
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -48,6 +48,9 @@ from askback.server.legacy import PendingPushes
 from askback.server.round import Handler, RoundExecutor
 from askback.settings import Settings, load_settings
 from askback.store import MIGRATIONS, Store
+
+if TYPE_CHECKING:
+    from askback.server.http import Mounted
 
 __all__ = ["Askback", "current_principal"]
 
@@ -129,6 +132,9 @@ class Askback:
         # `flow.connect` reaches for a caller.
         self.components: tuple[Component, ...] = (MIGRATIONS,)
         self.accounts_port: Callable[[str | None], AccountsPort] | None = None
+        # Routes the app itself serves beside `/mcp` (hosted pages, callbacks, webhooks), each with its auth policy:
+        # `build_app` serves them before the `mounts=` it is given, so `askback serve MODULE:APP` serves them too.
+        self.mounts: list[Mounted] = []
         self.pushes = PendingPushes(self.settings.max_pending_pushes, self.settings.max_pending_pushes_per_session)
         self.limits = Limits(
             flow_deadline=self.settings.flow_deadline,

@@ -237,8 +237,10 @@ def build_app(
     """The ASGI app serving `server`. The store is opened before the first request is taken.
 
     `allow_anonymous` (default: only with demo authentication) serves requests without a token as the user
-    `anonymous`; otherwise they get 401. `mounts` adds routes beside `/mcp`, each under its own auth policy.
+    `anonymous`; otherwise they get 401. `mounts` adds routes beside `/mcp`, each under its own auth policy, after
+    the server's own (`server.mounts`).
     """
+    mounts = [*server.mounts, *mounts]
     paths = [m.path.rstrip("/") for m in mounts]
     if len(set(paths)) != len(paths):
         raise DefinitionError(f"two mounts share a path: {sorted(p for p in paths if paths.count(p) > 1)}")
