@@ -35,6 +35,7 @@ _BY_ID = select(_a.id, _a.principal, _a.connection, _a.label, _a.status, _a.reas
     _a.id == bindparam("id")
 )
 _CREDENTIAL = select(_a.credential).where(_a.id == bindparam("id"))
+_ONE_SEALED = select(_a.id, _a.credential).where(_a.credential.is_not(None)).order_by(_a.updated_at.desc()).limit(1)
 _SEALED = select(_a.id, _a.credential).where(_a.credential.is_not(None)).order_by(_a.id)
 _RESEAL = (
     update(_ACCOUNTS)
@@ -303,6 +304,16 @@ class Accounts:
             return rotated, len(rows)
 
         return await self.store.transaction(write, doing="re-encrypt the vault", immediate=True)
+
+    async def one_sealed(self) -> tuple[str, str] | None:
+        """The most recently changed stored credential, `(account_id, sealed)`: what a start-up check opens to see
+        that the vault's key ring can read the store."""
+
+        def read(conn: Connection) -> tuple[str, str] | None:
+            row = conn.execute(_ONE_SEALED).first()
+            return None if row is None else (row.id, row.credential)
+
+        return await self.store.transaction(read, doing="read a stored credential")
 
     async def sealed_credential(self, account_id: str) -> str | None:
         """The vault's ciphertext of the account's credential, for the vault to open; `None` when there is none."""

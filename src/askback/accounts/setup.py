@@ -34,7 +34,7 @@ from askback.accounts.service import AccountService, SignInVerifier
 from askback.accounts.store import MIGRATIONS
 from askback.accounts.tokens import ConnectedAccount, TokenKeeper
 from askback.accounts.vault import Vault
-from askback.errors import ConfigurationError
+from askback.errors import ConfigurationError, VaultError
 
 if TYPE_CHECKING:
     from askback.server.app import Askback
@@ -66,6 +66,7 @@ class AccountsSetup:
         self._service: AccountService | None = None
 
     async def build(self, store: Store) -> None:
+        await self._check_vault(Accounts(store))
         tokens = TokenKeeper(
             Accounts(store),
             self.vault,
@@ -84,6 +85,20 @@ class AccountsSetup:
             prefix=self.prefix,
             link_ttl=self.app.settings.link_ttl,
         )
+
+    async def _check_vault(self, accounts: Accounts) -> None:
+        """Refuse to start with a key ring that cannot read the stored credentials (a wrong key, a key removed too
+        early), rather than fail each account's first use."""
+        found = await accounts.one_sealed()
+        if found is None:
+            return
+        try:
+            self.vault.open(*found)
+        except VaultError as exc:
+            raise ConfigurationError(
+                f"ASKBACK_VAULT_KEYS cannot open the credentials already stored ({exc}) Set the key ring the "
+                "credentials were sealed with (keep old keys after the new one until `askback vault rotate` has run)."
+            ) from None
 
     async def close(self) -> None:
         """Close the token keeper's HTTP client (the app runs this when it closes)."""
