@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import secrets
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from _http import Served, served
 from askback import Askback, load_settings
 from askback.clock import FrozenClock
 from askback.demo import build
+from infra import Postgres, postgres
 
 
 @pytest.fixture
@@ -67,3 +69,44 @@ def demo_url(demo_server: Served) -> str:
 settings.register_profile("default", max_examples=40, deadline=None)
 settings.register_profile("deep", max_examples=10_000, deadline=None)
 settings.load_profile("default")
+
+
+# --- databases and sockets shared by the modules that need them ---------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[Postgres]:
+    """One real PostgreSQL for the session; each test that needs it makes a database of its own."""
+    with postgres() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def fresh_pg_url(pg: Postgres) -> str:
+    """The URL of a new, empty PostgreSQL database."""
+    name = f"t{secrets.token_hex(6)}"
+    pg.create_database(name)
+    return pg.url(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same test on a new SQLite file and on a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'askback.db'}"
+    url: str = request.getfixturevalue("fresh_pg_url")
+    return url
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[socket.socket]:
+    """A loopback socket already listening, for a server the module starts on it: its port is known before the
+    server starts (an OAuth provider can be told the callback URL), and nothing waits for the server to bind."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    try:
+        yield sock
+    finally:
+        sock.close()

@@ -87,20 +87,6 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def listener() -> Iterator[socket.socket]:
-    """The pages' socket, listening before the server starts (so nothing waits for it), and its port known before
-    the provider is told the callback URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    try:
-        yield sock
-    finally:
-        sock.close()
-
-
-@pytest.fixture(scope="module")
 def provider(listener: socket.socket) -> Iterator[OidcProvider]:
     port = listener.getsockname()[1]
     with oidc_provider(redirect_uris=[f"http://127.0.0.1:{port}{PREFIX}/callback"]) as started:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
@@ -15,29 +14,15 @@ from askback.accounts.status import Event, Status
 from askback.db.migrate import all_components
 from askback.errors import AccountStateError
 from askback.store import Store
-from infra import Postgres, postgres
 
 pytestmark = pytest.mark.anyio
 
 NOW = 1_000_000.0
 
 
-@pytest.fixture(scope="module")
-def pg() -> Iterator[Postgres]:
-    with postgres() as cluster:
-        yield cluster
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Accounts]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'askback.db'}"
-    else:
-        cluster: Postgres = request.getfixturevalue("pg")
-        name = f"a{abs(hash(request.node.name)) % 10**8}"
-        cluster.create_database(name)
-        url = cluster.url(name)
-    store = await Store.open(url, migrate=True, components=all_components())
+@pytest.fixture
+async def accounts(any_database: str) -> AsyncIterator[Accounts]:
+    store = await Store.open(any_database, migrate=True, components=all_components())
     try:
         yield Accounts(store)
     finally:

@@ -50,18 +50,6 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def listener() -> Iterator[socket.socket]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    try:
-        yield sock
-    finally:
-        sock.close()
-
-
-@pytest.fixture(scope="module")
 def provider(listener: socket.socket) -> Iterator[OidcProvider]:
     port = listener.getsockname()[1]
     with oidc_provider(redirect_uris=[f"http://127.0.0.1:{port}/accounts/callback"]) as started:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,6 @@ from askback.accounts.store import MIGRATIONS as ACCOUNTS
 from askback.db import migrate
 from askback.errors import ConfigurationError
 from askback.store import MIGRATIONS, Store
-from infra import Postgres, postgres
 
 pytestmark = pytest.mark.anyio
 
@@ -20,22 +19,6 @@ NOTES = migrate.Component(
     "notes", Path(__file__).parent / "fixtures" / "migrations" / "notes", version_table="notes_alembic_version"
 )
 BOTH = (MIGRATIONS, NOTES)
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[Postgres]:
-    with postgres() as cluster:
-        yield cluster
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'askback.db'}"
-    cluster: Postgres = request.getfixturevalue("pg")
-    name = f"m{abs(hash(request.node.name)) % 10**8}"
-    cluster.create_database(name)
-    return cluster.url(name)
 
 
 @pytest.fixture
@@ -63,45 +46,45 @@ async def set_revision(store: Store, component: migrate.Component, revision: str
 
 
 async def test_one_upgrade_brings_every_component_to_its_own_head_each_in_its_own_version_table(
-    database_url: str, opened: list[Store]
+    any_database: str, opened: list[Store]
 ) -> None:
-    store = await open_store(opened, database_url, migrate=True, components=BOTH)
+    store = await open_store(opened, any_database, migrate=True, components=BOTH)
     assert await store.revisions() == {"server": Store.head_revision(), "notes": "n002"}
     assert {"askback_effects", "askback_audit", "notes_items", "askback_alembic_version", "notes_alembic_version"} <= (
         await tables(store)
     )
     assert not await store.schema_behind()
-    again = await open_store(opened, database_url, migrate=False, components=BOTH)  # checked, current
+    again = await open_store(opened, any_database, migrate=False, components=BOTH)  # checked, current
     assert await again.revisions() == await store.revisions()
 
 
 async def test_a_product_added_to_an_existing_database_is_missing_until_upgraded_then_current(
-    database_url: str, opened: list[Store]
+    any_database: str, opened: list[Store]
 ) -> None:
-    await open_store(opened, database_url, migrate=True)  # the server kit alone
+    await open_store(opened, any_database, migrate=True)  # the server kit alone
     with pytest.raises(ConfigurationError, match="askback db upgrade"):
-        await open_store(opened, database_url, migrate=False, components=BOTH)
-    checking = await open_store(opened, database_url, migrate=False, check=False, components=BOTH)
+        await open_store(opened, any_database, migrate=False, components=BOTH)
+    checking = await open_store(opened, any_database, migrate=False, check=False, components=BOTH)
     assert await checking.revisions() == {"server": Store.head_revision(), "notes": None}
     assert await checking.schema_behind()
     await checking.upgrade()
     assert await checking.revisions() == {"server": Store.head_revision(), "notes": "n002"}
-    await open_store(opened, database_url, migrate=False, components=BOTH)
+    await open_store(opened, any_database, migrate=False, components=BOTH)
 
 
-async def test_each_component_is_judged_against_its_own_history(database_url: str, opened: list[Store]) -> None:
-    store = await open_store(opened, database_url, migrate=True, components=BOTH)
+async def test_each_component_is_judged_against_its_own_history(any_database: str, opened: list[Store]) -> None:
+    store = await open_store(opened, any_database, migrate=True, components=BOTH)
     await set_revision(store, NOTES, "n001")
     assert migrate.schema_status("n001", NOTES) == "behind"
     assert await store.schema_behind()
     with pytest.raises(ConfigurationError, match=r"'n001'.*needs 'n002'.*askback db upgrade"):
-        await open_store(opened, database_url, migrate=False, components=BOTH)
+        await open_store(opened, any_database, migrate=False, components=BOTH)
 
     await set_revision(store, NOTES, "n999")  # a newer release upgraded the notes
     assert migrate.schema_status("n999", NOTES) == "ahead"
     assert not await store.schema_behind()  # a rolling update: the older release keeps working...
     with pytest.raises(ConfigurationError, match="newer askback"):  # ...but does not start on a schema it does not know
-        await open_store(opened, database_url, migrate=False, components=BOTH)
+        await open_store(opened, any_database, migrate=False, components=BOTH)
     # The server kit's revision was never touched by any of this.
     assert (await store.revisions())["server"] == Store.head_revision()
 

@@ -55,7 +55,7 @@ from askback.db.migrate import all_components
 from askback.errors import AccountStateError, ProviderError
 from askback.store import Store
 from askback.testing import free_port
-from infra import OidcProvider, Postgres, async_chromium, oidc_provider, postgres
+from infra import OidcProvider, async_chromium, oidc_provider
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser
@@ -77,12 +77,6 @@ def anyio_backend() -> str:
 async def browser() -> AsyncIterator[Browser]:
     async with async_chromium() as launched:
         yield launched
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[Postgres]:
-    with postgres() as cluster:
-        yield cluster
 
 
 # --- the outside parts ----------------------------------------------------------------------------------------------
@@ -326,16 +320,10 @@ async def test_a_provider_that_cannot_be_reached_fails_the_exchange_as_unreachab
 # --- single-flight --------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Store, Store]]:
+@pytest.fixture
+async def two_stores(any_database: str) -> AsyncIterator[tuple[Store, Store]]:
     """Two stores on one database, each with its own engine: what two instances of a server see."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'shared.db'}"
-    else:
-        cluster: Postgres = request.getfixturevalue("pg")
-        name = f"t{abs(hash(request.node.name)) % 10**8}"
-        cluster.create_database(name)
-        url = cluster.url(name)
+    url = any_database
     first = await Store.open(url, migrate=True, components=all_components())
     second = await Store.open(url, migrate=True, components=all_components())
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -18,20 +17,12 @@ from askback.accounts.vault import Vault, new_key
 from askback.clock import SystemClock
 from askback.db.migrate import all_components
 from askback.store import Store
-from infra import Postgres, postgres
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def pg() -> Iterator[Postgres]:
-    with postgres() as cluster:
-        yield cluster
-
-
-async def test_fifty_callers_for_fifty_accounts_at_once_cost_one_read(pg: Postgres) -> None:
-    pg.create_database("batch")
-    store = await Store.open(pg.url("batch"), migrate=True, components=all_components())
+async def test_fifty_callers_for_fifty_accounts_at_once_cost_one_read(fresh_pg_url: str) -> None:
+    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
     vault = Vault(new_key())
     accounts = Accounts(store)
     keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())

@@ -31,7 +31,7 @@ from askback.accounts.vault import Vault, new_key
 from askback.clock import SystemClock
 from askback.db.migrate import all_components
 from askback.store import Store
-from infra import OidcProvider, Postgres, oidc_provider, postgres
+from infra import OidcProvider, oidc_provider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -44,22 +44,6 @@ CALLERS = 50
 def provider() -> Iterator[OidcProvider]:
     with oidc_provider(redirect_uris=[REDIRECT]) as started:
         yield started
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[Postgres]:
-    with postgres() as cluster:
-        yield cluster
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'askback.db'}"
-    cluster: Postgres = request.getfixturevalue("pg")
-    name = f"p{abs(hash(request.node.name)) % 10**8}"
-    cluster.create_database(name)
-    return cluster.url(name)
 
 
 async def code_from_provider(provider: OidcProvider, connection: OAuthConnection, verifier: str) -> str:
@@ -103,7 +87,7 @@ def start_worker(settings: dict[str, Any]) -> subprocess.Popen[str]:
 
 
 async def test_fifty_callers_in_each_of_two_processes_on_an_expired_token_cause_exactly_one_refresh(
-    provider: OidcProvider, database_url: str
+    provider: OidcProvider, any_database: str
 ) -> None:
     connection = await discover(
         OAuthConnection(
@@ -117,7 +101,7 @@ async def test_fifty_callers_in_each_of_two_processes_on_an_expired_token_cause_
     )
     key = new_key()
     vault = Vault(key)
-    store = await Store.open(database_url, migrate=True, components=all_components())
+    store = await Store.open(any_database, migrate=True, components=all_components())
     accounts = Accounts(store)
     keeper = TokenKeeper(accounts, vault, Connections([connection]), clock=SystemClock())
     try:
@@ -133,7 +117,7 @@ async def test_fifty_callers_in_each_of_two_processes_on_an_expired_token_cause_
         await store.close()
 
     settings = {
-        "database_url": database_url,
+        "database_url": any_database,
         "vault_key": key,
         "issuer": provider.issuer,
         "client_id": provider.client_id,
