@@ -20,6 +20,14 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
     ├── InvalidParamsError          -32602: the request's arguments carry what no tool may take (HTTP 400)
+    ├── CallError                   the agent runtime: a call cannot go on
+    │   ├── UnknownCallError            no parked call with that id (exit 4)
+    │   ├── CallStateError              the call is not waiting on that round (answered, resumed, finished)
+    │   ├── InvalidAnswerError          an answer does not fit its question's schema (HTTP 400)
+    │   ├── UnsafeLinkError             a URL question's link is not https (plain http only on loopback, in
+    │   │                               development); it is never shown as a link nor opened
+    │   └── ServerRefusedError          the server answered the call with a JSON-RPC error (e.g. -32021: this
+    │                                   runtime cannot render what the question needs), or rounds ran out
     └── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
                                     endpoint, refused, no such tool); the command exits with status 2
 """
@@ -43,10 +51,13 @@ __all__ = [
     "AccountStateError",
     "ArgumentRequiredError",
     "AskbackError",
+    "CallError",
+    "CallStateError",
     "ConfigurationError",
     "DefinitionError",
     "EffectInProgressError",
     "HeaderMismatchError",
+    "InvalidAnswerError",
     "InvalidParamsError",
     "InvalidStateError",
     "MissingCapabilityError",
@@ -54,7 +65,10 @@ __all__ = [
     "ProtocolVersionMissingError",
     "ProviderError",
     "RoundInProgressError",
+    "ServerRefusedError",
     "StoreUnavailableError",
+    "UnknownCallError",
+    "UnsafeLinkError",
     "VaultError",
 ]
 
@@ -184,6 +198,45 @@ class ProtocolVersionMissingError(AskbackError):
 
     def wire_data(self) -> dict[str, Any]:
         return {"supported": self.supported}
+
+
+class CallError(AskbackError):
+    """The agent runtime could not go on with a call; the message says which call and what to do."""
+
+
+class UnknownCallError(CallError):
+    """No call with that id is kept by this runtime's store."""
+
+    http_status = 404
+    exit_code = 4
+
+
+class CallStateError(CallError):
+    """The call is not waiting on the round an answer or a resume was meant for: it was answered, resumed by
+    another process, completed or failed meanwhile."""
+
+    http_status = 409
+
+
+class InvalidAnswerError(CallError):
+    """An answer does not fit its question: a missing required field, a wrong type, a value outside the enum."""
+
+    http_status = 400
+
+
+class UnsafeLinkError(CallError):
+    """A URL-mode question's link is not one the runtime will show as a link: not https (plain http is accepted
+    only on loopback, in development mode), or carrying credentials in its user-info."""
+
+
+class ServerRefusedError(CallError):
+    """The server ended the call with a JSON-RPC error instead of a result (`code`, `data` as it sent them), or the
+    call went past the runtime's round cap (`code` is None)."""
+
+    def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.server_code = code
+        self.data = data
 
 
 class ProbeError(AskbackError):

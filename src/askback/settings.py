@@ -13,6 +13,10 @@
 | `ASKBACK_MAX_PENDING_PUSHES` | 2025-11-25 questions pushed and waiting for an answer, in one process | `1000` |
 | `ASKBACK_MAX_PENDING_PUSHES_PER_SESSION` | the same, in one 2025-11-25 session | `8` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
+| `ASKBACK_ANSWER_WAIT` | agent runtime: seconds a parked round waits for its answers before each unanswered question is answered `cancel` | `86400` |
+| `ASKBACK_CALL_MAX_ROUNDS` | agent runtime: rounds one call may take before the runtime gives up on it | `10` |
+| `ASKBACK_RESUME_LEASE` | agent runtime: seconds a resume claimed by a process that never finished it stays its own | `120` |
+| `ASKBACK_DEVELOPMENT` | agent runtime: show plain-http links on loopback (local servers under development) | `false` |
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ class Settings(BaseSettings):
     connections_file: str | None = None
     link_ttl: float = Field(default=600.0, gt=0)
     refresh_leeway: float = Field(default=60.0, ge=0)
+    # The agent runtime: how long a parked round waits for people, how many rounds a call may take, how long a
+    # resume stays claimed by a process that stopped half-way, and whether loopback http links are shown.
+    answer_wait: float = Field(default=86400.0, gt=0)
+    call_max_rounds: int = Field(default=10, ge=1, le=100)
+    resume_lease: float = Field(default=120.0, gt=0)
+    development: bool = False
 
     @field_validator("state_keys")
     @classmethod

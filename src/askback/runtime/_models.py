@@ -1,0 +1,80 @@
+"""The tables the agent runtime keeps, in the shared store under their own migration history.
+
+A parked call is one row (`askback_runtime_calls`): what was called on which server, the round the server is
+waiting on (its `InputRequiredResult` as JSON, `requestState` included, exactly as the server sealed it), who must
+answer, until when, and the claim of the process resuming it. Every answer is a row keyed by (call, round, input
+key), never by position, so answers reach the call and the round they belong to and no other. Every round the
+call went through is kept in `askback_runtime_rounds`. A change here needs a new migration beside it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Float, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["VERSION_TABLE", "AnswerRow", "Base", "CallRow", "RoundRow"]
+
+VERSION_TABLE = "askback_runtime_alembic_version"
+
+_NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=_NAMING)
+
+
+class CallRow(Base):
+    """One call the runtime made: parked on a round, being resumed, completed or failed."""
+
+    __tablename__ = "askback_runtime_calls"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    principal: Mapped[str] = mapped_column(String(255), index=True)
+    server: Mapped[str] = mapped_column(Text)
+    protocol: Mapped[str | None] = mapped_column(String(32))
+    method: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str] = mapped_column(Text)
+    arguments: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    round: Mapped[int] = mapped_column(Integer)
+    pending: Mapped[str | None] = mapped_column(Text)  # the server's InputRequiredResult for `round`, as JSON
+    waiting: Mapped[int] = mapped_column(Integer)  # questions of `round` with no answer yet
+    deadline: Mapped[float | None] = mapped_column(Float)
+    result: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    claim: Mapped[str | None] = mapped_column(String(64))
+    claimed_until: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class AnswerRow(Base):
+    """A person's answer to one question of one round of one call."""
+
+    __tablename__ = "askback_runtime_answers"
+
+    call_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    action: Mapped[str] = mapped_column(String(8))
+    content: Mapped[str | None] = mapped_column(Text)
+    answered_by: Mapped[str | None] = mapped_column(String(255))
+    answered_at: Mapped[float] = mapped_column(Float)
+
+
+class RoundRow(Base):
+    """One round of a call: what the server asked and, once resumed, what was sent back."""
+
+    __tablename__ = "askback_runtime_rounds"
+
+    call_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True)
+    asked: Mapped[str] = mapped_column(Text)
+    asked_at: Mapped[float] = mapped_column(Float)
+    sent: Mapped[str | None] = mapped_column(Text)
+    sent_at: Mapped[float | None] = mapped_column(Float)

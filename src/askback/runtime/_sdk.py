@@ -1,0 +1,203 @@
+"""The one place the agent runtime touches the official SDK client, including the one private part it needs.
+
+One round of a call is sent with `client.session.call_tool(..., allow_input_required=True)` (and the same for
+prompts and resources), so every round comes back to the runtime to be parked instead of being answered by a
+callback in this process. What comes back is turned into plain JSON: the complete result, or the
+`InputRequiredResult` as the server sent it (`requestState` untouched).
+
+Private SDK surface used here, and only here (mcp 2.3; `tests/test_runtime_sdk.py` fails loudly when an upgrade
+changes it, and `pyproject.toml` pins `mcp` to 2.3.*):
+
+- `Client._build_session`, overridden to narrow the capabilities the session declares: the SDK declares
+  elicitation `{form, url}` whenever an elicitation callback is set, whatever the client can show, and ignores a
+  per-request `_meta` override. The runtime declares exactly the modes its renderers can show.
+- `ClientSession._build_capabilities`, replaced on the session instance for that.
+
+A result that carries no `resultType` is complete (2026-07-28: the default result type); the SDK refuses it with
+a validation error, so the round is read through a permissive adapter and judged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx2
+import mcp_types
+from mcp import Client
+from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+
+from askback.runtime.questions import Mode
+
+__all__ = ["Connection", "Method", "PushHandler", "connect"]
+
+Method = Literal["tools/call", "prompts/get", "resources/read"]
+# A 2025-11-25 server's pushed `elicitation/create`: (mode, params) -> ElicitResult as JSON.
+PushHandler = Callable[[Mode, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+_ANY = TypeAdapter(dict[str, Any])
+_REQUESTS: dict[str, type[Any]] = {
+    "tools/call": mcp_types.CallToolRequest,
+    "prompts/get": mcp_types.GetPromptRequest,
+    "resources/read": mcp_types.ReadResourceRequest,
+}
+
+
+def declared_elicitation(modes: frozenset[Mode]) -> mcp_types.ElicitationCapability | None:
+    """The elicitation capability for exactly these modes (None declares no elicitation at all)."""
+    if not modes:
+        return None
+    return mcp_types.ElicitationCapability(
+        form=mcp_types.FormElicitationCapability() if "form" in modes else None,
+        url=mcp_types.UrlElicitationCapability() if "url" in modes else None,
+    )
+
+
+def _narrow(session: ClientSession, modes: frozenset[Mode]) -> None:
+    built = session._build_capabilities  # pyright: ignore[reportPrivateUsage]
+
+    def narrowed(version: str) -> mcp_types.ClientCapabilities:
+        return built(version).model_copy(update={"elicitation": declared_elicitation(modes)})
+
+    session._build_capabilities = narrowed  # type: ignore[method-assign]  # pyright: ignore[reportPrivateUsage]
+
+
+class _NarrowClient(Client):
+    """`Client` whose session declares only `modes` of elicitation."""
+
+    def __init__(self, *args: Any, modes: frozenset[Mode], **kwargs: Any) -> None:
+        self._askback_modes = modes
+        super().__init__(*args, **kwargs)
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
+        session = await super()._build_session(exit_stack)
+        _narrow(session, self._askback_modes)
+        return session
+
+
+@dataclass
+class Connection:
+    """A connected client, for sending the rounds of calls."""
+
+    client: Client
+
+    @property
+    def protocol(self) -> str:
+        """The negotiated protocol version."""
+        return self.client.protocol_version
+
+    async def send(
+        self,
+        method: Method,
+        target: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        responses: Mapping[str, Any] | None = None,
+        state: str | None = None,
+        read_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one round and return the result as JSON (by alias). A result with no `resultType` comes back with
+        `resultType: "complete"`. A JSON-RPC error is `MCPError`; a -32020 header mismatch on a tool call is
+        recovered once, as the spec says, by listing the tools again (the `Mcp-Param-*` headers come from the
+        listing) and resending."""
+        try:
+            return await self._send(method, target, arguments, responses, state, read_timeout)
+        except MCPError as exc:
+            if method != "tools/call" or exc.code != mcp_types.HEADER_MISMATCH:
+                raise
+            await self.client.list_tools(cache_mode="refresh")
+            return await self._send(method, target, arguments, responses, state, read_timeout)
+
+    async def _send(
+        self,
+        method: Method,
+        target: str,
+        arguments: Mapping[str, Any] | None,
+        responses: Mapping[str, Any] | None,
+        state: str | None,
+        read_timeout: float | None,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if method == "tools/call":
+            params = {"name": target, "arguments": dict(arguments) if arguments is not None else None}
+        elif method == "prompts/get":
+            params = {"name": target, "arguments": {k: str(v) for k, v in (arguments or {}).items()} or None}
+        else:
+            params = {"uri": target}
+        if responses:
+            params["inputResponses"] = dict(responses)
+        if state is not None:
+            params["requestState"] = state
+        request = _REQUESTS[method].model_validate({"method": method, "params": params})
+        raw = await self.client.session.send_request(
+            request,
+            _ANY,  # type: ignore[type-var]  # read as plain JSON: the runtime judges the result itself
+            request_read_timeout_seconds=read_timeout,
+        )
+        result = dict(raw)
+        result.setdefault("resultType", "complete")
+        return result
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """Every tool the server lists (also teaches the session each tool's `Mcp-Param-*` headers)."""
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(100):
+            page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
+            tools.extend(t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+
+@asynccontextmanager
+async def connect(
+    server: str,
+    *,
+    modes: frozenset[Mode],
+    protocol: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    on_push: PushHandler | None = None,
+    read_timeout: float | None = 30.0,
+    client_name: str = "askback-runtime",
+    client_version: str = "1",
+) -> AsyncIterator[Connection]:
+    """Connect to the server at URL `server`, declaring exactly `modes` of elicitation.
+
+    `protocol` pins a modern version already negotiated (a resume skips the `server/discover` probe); `None`
+    negotiates (`auto`), falling back to the 2025-11-25 handshake, where `on_push` answers pushed questions.
+    `headers` go on every HTTP request (e.g. authorization) and are never stored.
+    """
+
+    async def elicit(
+        context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        mode: Mode = "url" if isinstance(params, mcp_types.ElicitRequestURLParams) else "form"
+        if on_push is None or mode not in modes:
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_PARAMS, message=f"this client does not show {mode} questions"
+            )
+        answer = await on_push(mode, params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return mcp_types.ElicitResult.model_validate(answer)
+
+    async with AsyncExitStack() as stack:
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(read_timeout, read=read_timeout))
+        )
+        transport = streamable_http_client(server, http_client=http)
+        client = _NarrowClient(
+            transport,
+            modes=modes,
+            mode=protocol if protocol is not None else "auto",
+            elicitation_callback=elicit,
+            read_timeout_seconds=read_timeout,
+            client_info=mcp_types.Implementation(name=client_name, version=client_version),
+        )
+        await stack.enter_async_context(client)
+        yield Connection(client)

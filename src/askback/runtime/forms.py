@@ -1,0 +1,202 @@
+"""A form question's schema as fields a renderer can show, and the checks an answer passes before it is kept.
+
+The 2026-07-28 form schema is flat: an object whose properties are strings (with `enum`/`oneOf` choices, lengths
+and formats), numbers, integers, booleans, or arrays of enumerated strings. `fields(schema)` reads it once into
+`Field` values (title, type, choices, default, required, bounds) that the terminal prompt and the web inbox both
+render; `parse(field, text)` turns what a person typed into a typed value; `validate(schema, content)` checks a
+whole answer and raises `InvalidAnswerError` naming every field that is wrong. No I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from askback.errors import InvalidAnswerError
+
+__all__ = ["Field", "fields", "parse", "validate"]
+
+Kind = Literal["string", "number", "integer", "boolean", "multi"]
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TRUE = frozenset({"y", "yes", "true", "1", "on"})
+_FALSE = frozenset({"n", "no", "false", "0", "off"})
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a form: what to show, what it accepts."""
+
+    name: str
+    kind: Kind
+    title: str
+    description: str | None
+    required: bool
+    default: Any
+    choices: tuple[str, ...]
+    choice_titles: tuple[str, ...]
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    format: str | None = None
+
+    @property
+    def hint(self) -> str:
+        """A short description of what is accepted, e.g. 'integer, 1 to 10' or 'one of: eu, us'."""
+        parts: list[str] = []
+        if self.choices:
+            parts.append(("any of: " if self.kind == "multi" else "one of: ") + ", ".join(self.choices))
+        else:
+            parts.append(self.format or self.kind)
+        if self.minimum is not None or self.maximum is not None:
+            low = "" if self.minimum is None else _number(self.minimum)
+            high = "" if self.maximum is None else _number(self.maximum)
+            parts.append(f"{low} to {high}".strip() if low and high else (f">= {low}" if low else f"<= {high}"))
+        if self.min_length is not None or self.max_length is not None:
+            parts.append(f"{self.min_length or 0}-{self.max_length if self.max_length is not None else '…'} chars")
+        return ", ".join(parts)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _choices(spec: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if "enum" in spec:
+        values = tuple(str(v) for v in spec["enum"])
+        titles = tuple(str(t) for t in spec.get("enumNames", values))
+        return values, titles if len(titles) == len(values) else values
+    options = spec.get("oneOf") or spec.get("anyOf")
+    if isinstance(options, list) and all(isinstance(o, Mapping) and "const" in o for o in options):
+        return tuple(str(o["const"]) for o in options), tuple(str(o.get("title", o["const"])) for o in options)
+    return (), ()
+
+
+def fields(schema: Mapping[str, Any] | None) -> tuple[Field, ...]:
+    """The fields of a form's requested schema, in the schema's order. Unknown property types are read as strings."""
+    if not schema:
+        return ()
+    required = set(schema.get("required") or ())
+    found: list[Field] = []
+    for name, spec in (schema.get("properties") or {}).items():
+        spec = spec if isinstance(spec, Mapping) else {}
+        kind_raw = spec.get("type", "string")
+        kind: Kind
+        choices, titles = _choices(spec)
+        if kind_raw == "array":
+            kind = "multi"
+            choices, titles = _choices(spec.get("items") or {})
+        elif kind_raw in ("number", "integer", "boolean"):
+            kind = kind_raw
+        else:
+            kind = "string"
+        found.append(
+            Field(
+                name=str(name),
+                kind=kind,
+                title=str(spec.get("title") or name),
+                description=spec.get("description"),
+                required=name in required,
+                default=spec.get("default"),
+                choices=choices,
+                choice_titles=titles,
+                minimum=spec.get("minimum"),
+                maximum=spec.get("maximum"),
+                min_length=spec.get("minLength", spec.get("minItems")),
+                max_length=spec.get("maxLength", spec.get("maxItems")),
+                format=spec.get("format"),
+            )
+        )
+    return tuple(found)
+
+
+def parse(field: Field, text: str) -> Any:
+    """What a person typed for `field`, as the value to send: '' is 'no value' (None); a multi-select takes
+    comma-separated choices. Raises `InvalidAnswerError` saying what is accepted."""
+    text = text.strip()
+    if text == "":
+        return None
+    if field.kind == "boolean":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise InvalidAnswerError(f"{field.title}: answer yes or no")
+    if field.kind in ("number", "integer"):
+        try:
+            value = float(text) if field.kind == "number" else int(text)
+        except ValueError:
+            raise InvalidAnswerError(
+                f"{field.title}: {text!r} is not {'a number' if field.kind == 'number' else 'an integer'}"
+            ) from None
+        return value
+    if field.kind == "multi":
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return text
+
+
+def _problems(field: Field, value: Any) -> list[str]:
+    kind = field.kind
+    if kind == "boolean" and not isinstance(value, bool):
+        return ["must be true or false"]
+    if kind in ("number", "integer"):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (kind == "integer" and not float(value).is_integer())
+        ):
+            return [f"must be {'a number' if kind == 'number' else 'an integer'}"]
+        if field.minimum is not None and value < field.minimum:
+            return [f"must be at least {_number(field.minimum)}"]
+        if field.maximum is not None and value > field.maximum:
+            return [f"must be at most {_number(field.maximum)}"]
+        return []
+    if kind == "multi":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return ["must be a list of choices"]
+        wrong = [v for v in value if field.choices and v not in field.choices]
+        if wrong:
+            return [f"{', '.join(wrong)} not among {', '.join(field.choices)}"]
+        if field.min_length is not None and len(value) < field.min_length:
+            return [f"choose at least {field.min_length}"]
+        if field.max_length is not None and len(value) > field.max_length:
+            return [f"choose at most {field.max_length}"]
+        return []
+    if kind == "string":
+        if not isinstance(value, str):
+            return ["must be text"]
+        if field.choices and value not in field.choices:
+            return [f"must be one of {', '.join(field.choices)}"]
+        if field.min_length is not None and len(value) < field.min_length:
+            return [f"must be at least {field.min_length} characters"]
+        if field.max_length is not None and len(value) > field.max_length:
+            return [f"must be at most {field.max_length} characters"]
+        if field.format == "email" and not _EMAIL.match(value):
+            return ["must be an email address"]
+        if field.format == "date" and not _DATE.match(value):
+            return ["must be a date (YYYY-MM-DD)"]
+    return []
+
+
+def validate(schema: Mapping[str, Any] | None, content: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The answer's content, checked against the form: every required field present, every value of its type and
+    within its bounds, no field the form did not ask for. `None` values are dropped (not answered)."""
+    known = fields(schema)
+    given = {k: v for k, v in (content or {}).items() if v is not None}
+    problems: list[str] = []
+    names = {f.name for f in known}
+    for extra in sorted(set(given) - names):
+        problems.append(f"{extra}: the form does not ask for it")
+    for f in known:
+        if f.name not in given:
+            if f.required:
+                problems.append(f"{f.title}: required")
+            continue
+        problems.extend(f"{f.title}: {p}" for p in _problems(f, given[f.name]))
+    if problems:
+        raise InvalidAnswerError("the answer does not fit the form: " + "; ".join(problems))
+    return given

@@ -1,0 +1,415 @@
+"""Parked calls in the shared store: park a round, record answers, claim a resume, settle it.
+
+Every change runs in one transaction. A resume is claimed with one conditional UPDATE (the call must still be
+parked on that round, or claimed by a process whose lease ran out), so of two processes resuming one round exactly
+one sends it. An answer is inserted under its (call, round, key) primary key, so a second answer to the same
+question is refused rather than silently replacing the first.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from sqlalchemy import Connection, Table, bindparam, func, insert, or_, select, update
+
+from askback.db.migrate import Component
+from askback.errors import CallStateError, UnknownCallError
+from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
+from askback.runtime.questions import Answer, Question, pending_questions
+from askback.store import Store
+
+__all__ = ["MIGRATIONS", "CallRecord", "CallStatus", "ParkedCalls"]
+
+MIGRATIONS = Component("runtime", Path(__file__).parent / "migrations", VERSION_TABLE)
+
+CallStatus = Literal["parked", "resuming", "completed", "failed"]
+
+_CALLS = cast(Table, CallRow.__table__)
+_ANSWERS = cast(Table, AnswerRow.__table__)
+_ROUNDS = cast(Table, RoundRow.__table__)
+_c, _an, _r = _CALLS.c, _ANSWERS.c, _ROUNDS.c
+
+_COLUMNS = (
+    _c.id, _c.run_id, _c.principal, _c.server, _c.protocol, _c.method, _c.target, _c.arguments, _c.status,
+    _c.round, _c.pending, _c.waiting, _c.deadline, _c.result, _c.error, _c.created_at, _c.updated_at,
+)  # fmt: skip
+_GET = select(*_COLUMNS).where(_c.id == bindparam("id"))
+_ADD_CALL = insert(_CALLS)
+_ADD_ROUND = insert(_ROUNDS)
+_ADD_ANSWER = insert(_ANSWERS)
+_ANSWERS_OF = select(_an.key, _an.action, _an.content, _an.answered_by).where(
+    _an.call_id == bindparam("call_id"), _an.round == bindparam("round")
+)
+_HAS_ANSWER = select(_an.action).where(
+    _an.call_id == bindparam("call_id"), _an.round == bindparam("round"), _an.key == bindparam("key")
+)
+_ONE_LESS = (
+    update(_CALLS)
+    .where(_c.id == bindparam("b_id"), _c.round == bindparam("b_round"), _c.status == "parked")
+    .values(waiting=_c.waiting - 1, updated_at=bindparam("b_at"))
+)
+_CLAIM = (
+    update(_CALLS)
+    .where(
+        _c.id == bindparam("b_id"),
+        _c.round == bindparam("b_round"),
+        or_(_c.status == "parked", (_c.status == "resuming") & (_c.claimed_until < bindparam("b_now"))),
+    )
+    .values(status="resuming", claim=bindparam("b_claim"), claimed_until=bindparam("b_until"))
+)
+_RELEASE = (
+    update(_CALLS)
+    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"))
+    .values(status="parked", claim=None, claimed_until=None)
+)
+_PARK_NEXT = (
+    update(_CALLS)
+    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"))
+    .values(
+        status="parked",
+        round=bindparam("b_round"),
+        pending=bindparam("b_pending"),
+        waiting=bindparam("b_waiting"),
+        deadline=bindparam("b_deadline"),
+        claim=None,
+        claimed_until=None,
+        updated_at=bindparam("b_at"),
+    )
+)
+_FINISH = (
+    update(_CALLS)
+    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"))
+    .values(
+        status=bindparam("b_status"),
+        pending=None,
+        waiting=0,
+        result=bindparam("b_result"),
+        error=bindparam("b_error"),
+        claim=None,
+        claimed_until=None,
+        updated_at=bindparam("b_at"),
+    )
+)
+_SENT = (
+    update(_ROUNDS)
+    .where(_r.call_id == bindparam("b_call"), _r.round == bindparam("b_round"))
+    .values(sent=bindparam("b_sent"), sent_at=bindparam("b_at"))
+)
+_ROUNDS_OF = select(_r.round, _r.asked, _r.asked_at, _r.sent, _r.sent_at).where(_r.call_id == bindparam("call_id"))
+_DUE = (
+    select(_c.id)
+    .where(
+        or_(
+            (_c.status == "parked") & or_(_c.waiting == 0, _c.deadline <= bindparam("now")),
+            (_c.status == "resuming") & (_c.claimed_until < bindparam("now")),
+        )
+    )
+    .order_by(_c.updated_at)
+    .limit(bindparam("limit"))
+)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """A call as the store keeps it. `pending` is the server's `InputRequiredResult` (JSON) while parked."""
+
+    id: str
+    run_id: str | None
+    principal: str
+    server: str
+    protocol: str | None
+    method: str
+    target: str
+    arguments_json: str | None
+    status: CallStatus
+    round: int
+    pending_json: str | None
+    waiting: int
+    deadline: float | None
+    result_json: str | None
+    error: str | None
+    created_at: float
+    updated_at: float
+
+    @cached_property
+    def arguments(self) -> dict[str, Any] | None:
+        return None if self.arguments_json is None else cast(dict[str, Any], json.loads(self.arguments_json))
+
+    @cached_property
+    def pending(self) -> dict[str, Any] | None:
+        return None if self.pending_json is None else cast(dict[str, Any], json.loads(self.pending_json))
+
+    @cached_property
+    def result(self) -> dict[str, Any] | None:
+        return None if self.result_json is None else cast(dict[str, Any], json.loads(self.result_json))
+
+    @cached_property
+    def questions(self) -> tuple[Question, ...]:
+        """The questions of the round the call is parked on (none once it is finished)."""
+        pending = self.pending
+        return () if pending is None else pending_questions(self.id, self.round, pending)
+
+
+def _record(row: Any) -> CallRecord:
+    return CallRecord(
+        id=row.id,
+        run_id=row.run_id,
+        principal=row.principal,
+        server=row.server,
+        protocol=row.protocol,
+        method=row.method,
+        target=row.target,
+        arguments_json=row.arguments,
+        status=row.status,
+        round=row.round,
+        pending_json=row.pending,
+        waiting=row.waiting,
+        deadline=row.deadline,
+        result_json=row.result,
+        error=row.error,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _answer(row: Any) -> Answer:
+    return Answer(row.action, None if row.content is None else json.loads(row.content))
+
+
+def new_call_id() -> str:
+    return "call_" + secrets.token_urlsafe(12)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class ParkedCalls:
+    """The runtime's calls in `store` (opened with the runtime's component among its migrations)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def add(
+        self,
+        *,
+        call_id: str,
+        run_id: str | None,
+        principal: str,
+        server: str,
+        protocol: str | None,
+        method: str,
+        target: str,
+        arguments: Mapping[str, Any] | None,
+        outcome: Mapping[str, Any],
+        sent: Mapping[str, Any] | None,
+        deadline: float,
+        now: float,
+    ) -> CallRecord:
+        """Record a call after its first round: parked on round 1 (`outcome` asks), or already finished."""
+        asking = outcome.get("resultType") == "input_required"
+        pending = _dumps(outcome) if asking else None
+        waiting = len(pending_questions(call_id, 1, outcome)) if asking else 0
+        row = {
+            "id": call_id,
+            "run_id": run_id,
+            "principal": principal,
+            "server": server,
+            "protocol": protocol,
+            "method": method,
+            "target": target,
+            "arguments": None if arguments is None else _dumps(arguments),
+            "status": "parked" if asking else "completed",
+            "round": 1,
+            "pending": pending,
+            "waiting": waiting,
+            "deadline": deadline if asking else None,
+            "result": None if asking else _dumps(outcome),
+            "error": None,
+            "claim": None,
+            "claimed_until": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+
+        def write(conn: Connection) -> None:
+            conn.execute(_ADD_CALL, row)
+            if asking:
+                conn.execute(_ADD_ROUND, {"call_id": call_id, "round": 1, "asked": pending, "asked_at": now})
+
+        await self.store.transaction(write, doing="park a call")
+        return _record(_Row(row))
+
+    async def get(self, call_id: str) -> CallRecord:
+        """The call, or `UnknownCallError`."""
+        row = await self.store.read(lambda conn: conn.execute(_GET, {"id": call_id}).first(), doing="read a call")
+        if row is None:
+            raise UnknownCallError(f"no call {call_id!r} in {self.store.safe_url}; `askback inbox list` shows them")
+        return _record(row)
+
+    async def answers(self, call_id: str, round_: int) -> dict[str, Answer]:
+        """The answers recorded for one round of a call, by input key."""
+        rows = await self.store.read(
+            lambda conn: conn.execute(_ANSWERS_OF, {"call_id": call_id, "round": round_}).all(), doing="read answers"
+        )
+        return {row.key: _answer(row) for row in rows}
+
+    async def answer(self, call_id: str, round_: int, key: str, answer: Answer, *, by: str | None, now: float) -> int:
+        """Record `answer` to question `key` of round `round_`; returns how many questions of the round still wait.
+        Refused (`CallStateError`) when the call is no longer parked on that round or the question was answered."""
+
+        def write(conn: Connection) -> int:
+            row = conn.execute(_GET, {"id": call_id}).first()
+            if row is None:
+                raise UnknownCallError(f"no call {call_id!r}; `askback inbox list` shows the parked ones")
+            if row.status != "parked" or row.round != round_:
+                raise CallStateError(
+                    f"call {call_id} is not waiting on round {round_} any more ({row.status}, round {row.round})"
+                )
+            if key not in {q.key for q in pending_questions(call_id, round_, json.loads(row.pending))}:
+                raise CallStateError(f"round {round_} of call {call_id} asks no question {key!r}")
+            if conn.execute(_HAS_ANSWER, {"call_id": call_id, "round": round_, "key": key}).first() is not None:
+                raise CallStateError(f"question {key!r} of call {call_id} (round {round_}) is already answered")
+            conn.execute(
+                _ADD_ANSWER,
+                {
+                    "call_id": call_id,
+                    "round": round_,
+                    "key": key,
+                    "action": answer.action,
+                    "content": None if answer.content is None else _dumps(answer.content),
+                    "answered_by": by,
+                    "answered_at": now,
+                },
+            )
+            conn.execute(_ONE_LESS, {"b_id": call_id, "b_round": round_, "b_at": now})
+            return int(row.waiting) - 1
+
+        return await self.store.transaction(write, doing="record an answer", immediate=True)
+
+    async def claim(self, call_id: str, round_: int, *, now: float, lease: float) -> str | None:
+        """Claim the resume of `round_`: a claim token, or None when another process holds it or the call moved on."""
+        token = secrets.token_urlsafe(12)
+        params = {"b_id": call_id, "b_round": round_, "b_now": now, "b_claim": token, "b_until": now + lease}
+        won = await self.store.transaction(
+            lambda conn: conn.execute(_CLAIM, params).rowcount == 1, doing="claim a resume", immediate=True
+        )
+        return token if won else None
+
+    async def release(self, call_id: str, claim: str) -> None:
+        """Give a claimed resume back (the round could not be sent): the call is parked as it was."""
+        await self.store.transaction(
+            lambda conn: conn.execute(_RELEASE, {"b_id": call_id, "b_claim": claim}), doing="release a resume"
+        )
+
+    async def settle(
+        self,
+        call_id: str,
+        claim: str,
+        *,
+        round_: int,
+        sent: Mapping[str, Any],
+        outcome: Mapping[str, Any] | None,
+        error: str | None = None,
+        deadline: float | None = None,
+        now: float,
+    ) -> bool:
+        """End a claimed resume: parked on the next round (`outcome` asks again), completed (`outcome` is the
+        result), or failed (`error`). False when the claim was lost (its lease ran out and another took it)."""
+
+        def write(conn: Connection) -> bool:
+            asking = outcome is not None and outcome.get("resultType") == "input_required"
+            if asking:
+                assert outcome is not None
+                pending = _dumps(outcome)
+                moved = conn.execute(
+                    _PARK_NEXT,
+                    {
+                        "b_id": call_id,
+                        "b_claim": claim,
+                        "b_round": round_ + 1,
+                        "b_pending": pending,
+                        "b_waiting": len(pending_questions(call_id, round_ + 1, outcome)),
+                        "b_deadline": deadline,
+                        "b_at": now,
+                    },
+                )
+            else:
+                moved = conn.execute(
+                    _FINISH,
+                    {
+                        "b_id": call_id,
+                        "b_claim": claim,
+                        "b_status": "failed" if error is not None else "completed",
+                        "b_result": None if outcome is None else _dumps(outcome),
+                        "b_error": error,
+                        "b_at": now,
+                    },
+                )
+            if moved.rowcount != 1:
+                return False
+            conn.execute(_SENT, {"b_call": call_id, "b_round": round_, "b_sent": _dumps(sent), "b_at": now})
+            if asking:
+                conn.execute(_ADD_ROUND, {"call_id": call_id, "round": round_ + 1, "asked": pending, "asked_at": now})
+            return True
+
+        return await self.store.transaction(write, doing="settle a resume", immediate=True)
+
+    async def rounds(self, call_id: str) -> list[dict[str, Any]]:
+        """Every round of the call so far: what the server asked, what was sent back (and when)."""
+        rows = await self.store.read(
+            lambda conn: conn.execute(_ROUNDS_OF, {"call_id": call_id}).all(), doing="read a call's rounds"
+        )
+        return [
+            {
+                "round": row.round,
+                "asked": json.loads(row.asked),
+                "asked_at": row.asked_at,
+                "sent": None if row.sent is None else json.loads(row.sent),
+                "sent_at": row.sent_at,
+            }
+            for row in sorted(rows, key=lambda r: r.round)
+        ]
+
+    async def listing(
+        self,
+        *,
+        principal: str | None = None,
+        run_id: str | None = None,
+        status: Sequence[CallStatus] = ("parked",),
+        limit: int = 1000,
+    ) -> list[CallRecord]:
+        """Calls, newest first: by default every parked one; narrowed to one person or one run."""
+        query = select(*_COLUMNS).where(_c.status.in_(list(status)))
+        if principal is not None:
+            query = query.where(_c.principal == principal)
+        if run_id is not None:
+            query = query.where(_c.run_id == run_id)
+        query = query.order_by(_c.created_at.desc(), _c.id).limit(limit)
+        async with self.store.engine.connect() as conn:
+            return [_record(row) for row in (await conn.execute(query)).all()]
+
+    async def count(self, *, status: CallStatus = "parked") -> int:
+        async with self.store.engine.connect() as conn:
+            return int((await conn.execute(select(func.count()).where(_c.status == status))).scalar_one())
+
+    async def due(self, *, now: float, limit: int = 100) -> list[str]:
+        """Calls that can be resumed now: every question answered, or the deadline passed, or a resume whose
+        process stopped (its lease ran out); oldest first."""
+        rows = await self.store.read(
+            lambda conn: conn.execute(_DUE, {"now": now, "limit": limit}).all(), doing="find calls to resume"
+        )
+        return [row.id for row in rows]
+
+
+class _Row:
+    """Attribute access over a dict, to build a `CallRecord` from what was just written."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.__dict__.update(values)
