@@ -170,8 +170,9 @@ async def connect(
 ) -> AsyncIterator[Connection]:
     """Connect to the server at URL `server`, declaring exactly `modes` of elicitation.
 
-    `protocol` pins a modern version already negotiated (a resume skips the `server/discover` probe); `None`
-    negotiates (`auto`), falling back to the 2025-11-25 handshake, where `on_push` answers pushed questions.
+    `protocol` pins a modern version already negotiated (a resume skips the `server/discover` probe), or is
+    "legacy" (the 2025-11-25 handshake only); `None` negotiates (`auto`), falling back to the handshake. On a
+    handshake-era connection `on_push` answers pushed questions.
     `headers` go on every HTTP request (e.g. authorization) and are never stored.
     """
 

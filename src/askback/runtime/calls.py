@@ -27,7 +27,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 import httpx2
@@ -128,7 +128,8 @@ class Runtime:
 
     `renderers` decide what the runtime declares (the union of their modes) and who answers: interactive ones
     answer while the call waits; with none, a call that asks comes back `Parked`. `headers(server)` gives HTTP
-    headers for a server (authorization); they are never stored.
+    headers for a server (authorization); they are never stored. `era="legacy"` speaks only the 2025-11-25
+    handshake (for servers that answer nothing else); `"auto"` negotiates and falls back to it.
     """
 
     def __init__(
@@ -140,6 +141,7 @@ class Runtime:
         settings: Settings | None = None,
         headers: Callable[[str], Mapping[str, str]] | None = None,
         timeout: float | None = 30.0,
+        era: Literal["auto", "legacy"] = "auto",
     ) -> None:
         self.store = store
         self.calls = ParkedCalls(store)
@@ -149,6 +151,7 @@ class Runtime:
         self.settings = settings or load_settings()
         self.headers = headers
         self.timeout = timeout
+        self.era = era
         self.held: dict[str, Held] = {}
         self._account_hooks: list[Callable[[AccountActive], Awaitable[None]]] = []
 
@@ -465,7 +468,12 @@ class Runtime:
         headers = self.headers(server) if self.headers is not None else None
         try:
             async with _sdk.connect(
-                server, modes=self.modes, protocol=protocol, headers=headers, on_push=pushed, read_timeout=self.timeout
+                server,
+                modes=self.modes,
+                protocol=protocol if protocol is not None else ("legacy" if self.era == "legacy" else None),
+                headers=headers,
+                on_push=pushed,
+                read_timeout=self.timeout,
             ) as conn:
                 yield conn
         except (httpx2.HTTPError, OSError) as exc:
