@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from askback.cli import accounts, audit, check, db, demo, keys, lint, serve, vault
+from askback.cli import accounts, audit, check, db, demo, inbox, keys, lint, serve, vault
 
 __all__ = ["app", "main"]
 
@@ -30,6 +30,7 @@ lint.register(app)
 check.register(app)
 vault.register(app)
 accounts.register(app)
+inbox.register(app)
 
 
 def main() -> None:

@@ -15,13 +15,18 @@ changes it, and `pyproject.toml` pins `mcp` to 2.3.*):
 
 A result that carries no `resultType` is complete (2026-07-28: the default result type); the SDK refuses it with
 a validation error, so the round is read through a permissive adapter and judged here.
+
+On a 2026-07-28 connection the tools are listed once before its first tool call: the session mirrors a tool's
+`x-mcp-header` arguments into `Mcp-Param-*` headers only for tools it has listed, and the spec makes those headers
+the client's duty, not something to learn from a server's -32020.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx2
@@ -30,11 +35,14 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import TypeAdapter
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
 
 from askback.runtime.questions import Mode
 
 __all__ = ["Connection", "Method", "PushHandler", "connect"]
+
+log = logging.getLogger("askback.runtime")
 
 Method = Literal["tools/call", "prompts/get", "resources/read"]
 # A 2025-11-25 server's pushed `elicitation/create`: (mode, params) -> ElicitResult as JSON.
@@ -85,6 +93,7 @@ class Connection:
     """A connected client, for sending the rounds of calls."""
 
     client: Client
+    _tools_listed: bool = field(default=False, init=False, repr=False)
 
     @property
     def protocol(self) -> str:
@@ -105,6 +114,8 @@ class Connection:
         `resultType: "complete"`. A JSON-RPC error is `MCPError`; a -32020 header mismatch on a tool call is
         recovered once, as the spec says, by listing the tools again (the `Mcp-Param-*` headers come from the
         listing) and resending."""
+        if method == "tools/call" and not self._tools_listed and self.protocol in MODERN_PROTOCOL_VERSIONS:
+            await self._learn_tools()
         try:
             return await self._send(method, target, arguments, responses, state, read_timeout)
         except MCPError as exc:
@@ -112,6 +123,15 @@ class Connection:
                 raise
             await self.client.list_tools(cache_mode="refresh")
             return await self._send(method, target, arguments, responses, state, read_timeout)
+
+    async def _learn_tools(self) -> None:
+        # A server that cannot list its tools can still be called: the call just goes without `Mcp-Param-*`
+        # headers, and a -32020 then says so.
+        self._tools_listed = True
+        try:
+            await self.list_tools()
+        except (MCPError, ValidationError) as exc:
+            log.info("could not list the tools of the server (%s); calling without Mcp-Param-* headers", exc)
 
     async def _send(
         self,
@@ -144,7 +164,9 @@ class Connection:
         return result
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        """Every tool the server lists (also teaches the session each tool's `Mcp-Param-*` headers)."""
+        """Every tool the server lists (also teaches the session each tool's `Mcp-Param-*` headers). On a
+        2026-07-28 connection the SDK leaves out tools whose `x-mcp-header` annotations are invalid."""
+        self._tools_listed = True
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(100):
@@ -187,18 +209,49 @@ async def connect(
         answer = await on_push(mode, params.model_dump(by_alias=True, mode="json", exclude_none=True))
         return mcp_types.ElicitResult.model_validate(answer)
 
-    async with AsyncExitStack() as stack:
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(read_timeout, read=read_timeout))
-        )
-        transport = streamable_http_client(server, http_client=http)
-        client = _NarrowClient(
-            transport,
-            modes=modes,
-            mode=protocol if protocol is not None else "auto",
-            elicitation_callback=elicit,
-            read_timeout_seconds=read_timeout,
-            client_info=mcp_types.Implementation(name=client_name, version=client_version),
-        )
-        await stack.enter_async_context(client)
-        yield Connection(client)
+    try:
+        async with AsyncExitStack() as stack:
+            yield await _enter(
+                stack, server, modes, protocol, headers, elicit, read_timeout, client_name, client_version
+            )
+    except BaseExceptionGroup as group:
+        # The SDK client runs its transport in a task group, which wraps whatever ends the block (ours included)
+        # in an exception group; one failure is raised as itself.
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
+
+
+async def _enter(
+    stack: AsyncExitStack,
+    server: str,
+    modes: frozenset[Mode],
+    protocol: str | None,
+    headers: Mapping[str, str] | None,
+    elicit: Any,
+    read_timeout: float | None,
+    client_name: str,
+    client_version: str,
+) -> Connection:
+    http = await stack.enter_async_context(
+        httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(read_timeout, read=read_timeout))
+    )
+    transport = streamable_http_client(server, http_client=http)
+    client = _NarrowClient(
+        transport,
+        modes=modes,
+        mode=protocol if protocol is not None else "auto",
+        elicitation_callback=elicit,
+        read_timeout_seconds=read_timeout,
+        client_info=mcp_types.Implementation(name=client_name, version=client_version),
+    )
+    await stack.enter_async_context(client)
+    return Connection(client)

@@ -156,11 +156,12 @@ class Runtime:
         self._account_hooks: list[Callable[[AccountActive], Awaitable[None]]] = []
 
     @classmethod
-    async def open(cls, url: str | None = None, **kwargs: Any) -> Runtime:
-        """Open the runtime's store at `url` (default: the settings' database URL), migrating SQLite."""
+    async def open(cls, url: str | None = None, *, migrate: bool | None = None, **kwargs: Any) -> Runtime:
+        """Open the runtime's store at `url` (default: the settings' database URL). SQLite is migrated on open;
+        PostgreSQL only by `askback db upgrade` (or `migrate=True`)."""
         settings = kwargs.get("settings") or load_settings()
         kwargs["settings"] = settings
-        store = await Store.open(url or settings.database_url, components=(MIGRATIONS,))
+        store = await Store.open(url or settings.database_url, migrate=migrate, components=(MIGRATIONS,))
         return cls(store, **kwargs)
 
     async def close(self) -> None:
