@@ -72,9 +72,16 @@ def test_the_developer_tools_import_only_the_core_and_the_error_tree(path: Path)
 def test_the_shared_layers_never_import_a_product(folder: str) -> None:
     for path in modules_under(folder):
         for name in imports_of(path, top_level_only=False):
-            assert not name.startswith(("askback.server", "askback.cli", "askback.demo", "askback.testing")), (
-                f"{path} imports {name}"
-            )
+            assert not name.startswith(
+                (
+                    "askback.server",
+                    "askback.accounts",
+                    "askback.runtime",
+                    "askback.cli",
+                    "askback.demo",
+                    "askback.testing",
+                )
+            ), f"{path} imports {name}"
 
 
 def loaded_after(statement: str) -> set[str]:
@@ -102,10 +109,12 @@ def test_importing_askback_does_not_import_the_server_stack() -> None:
     assert not {m.split(".")[0] for m in loaded} & {"sqlalchemy", "starlette", "uvicorn", "mcp"}
 
 
-PRODUCTS = {"server": "askback.server", "accounts": "askback.accounts"}
+PRODUCTS = {"server": "askback.server", "accounts": "askback.accounts", "runtime": "askback.runtime"}
 
 
-@pytest.mark.parametrize(("folder", "other"), [("server", "accounts"), ("accounts", "server")])
+@pytest.mark.parametrize(
+    ("folder", "other"), [(a, b) for a in ("server", "accounts", "runtime") for b in PRODUCTS if a != b]
+)
 def test_a_product_never_imports_another_product(folder: str, other: str) -> None:
     for path in modules_under(folder):
         for name in imports_of(path, top_level_only=True):  # type-only imports (`if TYPE_CHECKING:`) aside
@@ -123,3 +132,9 @@ def _only_for_types(path: Path, module: str) -> bool:
                 if isinstance(inner, ast.ImportFrom) and inner.module == module:
                     return True
     return False
+
+
+def test_importing_the_runtime_loads_neither_the_server_kit_nor_langgraph() -> None:
+    loaded = loaded_after("import askback.runtime")
+    assert not {m for m in loaded if m.startswith(("askback.server", "askback.accounts"))}
+    assert "langgraph" not in {m.split(".")[0] for m in loaded}
