@@ -35,7 +35,7 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)\s*$")
 
 # The receivers that signature blocks call methods on, and where bare names are looked up.
 RECEIVERS = {"flow": "askback:Flow", "app": "askback:Askback"}
-NAMESPACES = ("askback", "askback.server", "askback.testing")
+NAMESPACES = ("askback", "askback.server", "askback.testing", "askback.runtime")
 
 
 @dataclass(frozen=True)
