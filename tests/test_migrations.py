@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from askback.accounts.store import MIGRATIONS as ACCOUNTS
+from askback.runtime.store import MIGRATIONS as RUNTIME
 from askback.db import migrate
 from askback.errors import ConfigurationError
 from askback.store import MIGRATIONS, Store
@@ -90,5 +91,5 @@ async def test_each_component_is_judged_against_its_own_history(any_database: st
 
 
 def test_askback_db_upgrade_knows_every_component_askback_ships() -> None:
-    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS)
+    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME)
     assert len({c.version_table for c in migrate.all_components()}) == len(migrate.all_components())

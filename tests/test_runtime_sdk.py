@@ -71,3 +71,12 @@ async def test_without_narrowing_the_sdk_declares_both_modes_which_is_why_the_ru
         _narrow(client.session, frozenset({"form"}))
         narrowed = client.session._build_capabilities("2026-07-28")  # pyright: ignore[reportPrivateUsage]
     assert narrowed.elicitation is not None and narrowed.elicitation.url is None
+
+
+async def test_the_session_still_sends_every_request_through_its_dispatchers_raw_send() -> None:
+    async with Client(MCPServer("probe"), mode="2026-07-28") as client:
+        dispatcher = getattr(client.session, "_dispatcher", None)
+        assert dispatcher is not None, "ClientSession._dispatcher is gone"
+        send = getattr(dispatcher, "send_raw_request", None)
+        assert send is not None and inspect.iscoroutinefunction(send), "the dispatcher's send_raw_request is gone"
+        assert list(inspect.signature(send).parameters)[:3] == ["method", "params", "opts"]

@@ -12,9 +12,10 @@ changes it, and `pyproject.toml` pins `mcp` to 2.3.*):
   elicitation `{form, url}` whenever an elicitation callback is set, whatever the client can show, and ignores a
   per-request `_meta` override. The runtime declares exactly the modes its renderers can show.
 - `ClientSession._build_capabilities`, replaced on the session instance for that.
-
-A result that carries no `resultType` is complete (2026-07-28: the default result type); the SDK refuses it with
-a validation error, so the round is read through a permissive adapter and judged here.
+- `ClientSession._dispatcher.send_raw_request`, wrapped on the session's dispatcher: a round's result that carries
+  no `resultType` is complete (2026-07-28: the default result type), but the SDK validates every raw result
+  against the spec's schema, where `resultType` is required, before any adapter sees it. The wrapper adds the
+  default to the results of the rounds the runtime sends, on a 2026-07-28 session, before that validation.
 
 On a 2026-07-28 connection the tools are listed once before its first tool call: the session mirrors a tool's
 `x-mcp-header` arguments into `Mcp-Param-*` headers only for tools it has listed, and the spec makes those headers
@@ -34,6 +35,7 @@ import mcp_types
 from mcp import Client
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
@@ -75,8 +77,22 @@ def _narrow(session: ClientSession, modes: frozenset[Mode]) -> None:
     session._build_capabilities = narrowed  # type: ignore[method-assign]  # pyright: ignore[reportPrivateUsage]
 
 
+def _complete_by_default(session: ClientSession) -> None:
+    dispatcher = session._dispatcher  # pyright: ignore[reportPrivateUsage]
+    send = dispatcher.send_raw_request
+
+    async def sending(method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> dict[str, Any]:
+        raw = await send(method, params, opts)
+        if method in _REQUESTS and "resultType" not in raw and session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            raw = {**raw, "resultType": "complete"}
+        return raw
+
+    dispatcher.send_raw_request = sending  # type: ignore[method-assign]
+
+
 class _NarrowClient(Client):
-    """`Client` whose session declares only `modes` of elicitation."""
+    """`Client` whose session declares only `modes` of elicitation, and reads a round's result with no
+    `resultType` as complete."""
 
     def __init__(self, *args: Any, modes: frozenset[Mode], **kwargs: Any) -> None:
         self._askback_modes = modes
@@ -85,6 +101,7 @@ class _NarrowClient(Client):
     async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
         session = await super()._build_session(exit_stack)
         _narrow(session, self._askback_modes)
+        _complete_by_default(session)
         return session
 
 
@@ -111,9 +128,9 @@ class Connection:
         read_timeout: float | None = None,
     ) -> dict[str, Any]:
         """Send one round and return the result as JSON (by alias). A result with no `resultType` comes back with
-        `resultType: "complete"`. A JSON-RPC error is `MCPError`; a -32020 header mismatch on a tool call is
-        recovered once, as the spec says, by listing the tools again (the `Mcp-Param-*` headers come from the
-        listing) and resending."""
+        `resultType: "complete"` (see `_complete_by_default`). A JSON-RPC error is `MCPError`; a -32020 header
+        mismatch on a tool call is recovered once, as the spec says, by listing the tools again (the `Mcp-Param-*`
+        headers come from the listing) and resending."""
         if method == "tools/call" and not self._tools_listed and self.protocol in MODERN_PROTOCOL_VERSIONS:
             await self._learn_tools()
         try:
@@ -254,4 +271,8 @@ async def _enter(
         client_info=mcp_types.Implementation(name=client_name, version=client_version),
     )
     await stack.enter_async_context(client)
-    return Connection(client)
+    # A resume (a pinned version) skips listing the tools first: a server that needs `Mcp-Param-*` headers says so
+    # with -32020, and `send` lists the tools then, which costs a round trip only where it is needed.
+    connection = Connection(client)
+    connection._tools_listed = protocol is not None and protocol != "legacy"
+    return connection

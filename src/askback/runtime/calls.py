@@ -205,6 +205,12 @@ class Runtime:
         """Read the resource `uri`; its questions are parked like a tool's."""
         return await self._call(server, "resources/read", uri, None, principal=principal, run_id=run_id)
 
+    async def list_tools(self, server: str) -> list[dict[str, Any]]:
+        """The tools the server at URL `server` lists, as JSON; on a 2026-07-28 server, without those whose
+        `x-mcp-header` annotations are invalid (the spec says not to call them)."""
+        async with self._connect(server, principal="", call_id="tools/list") as conn:
+            return await conn.list_tools()
+
     async def _call(
         self,
         server: str,
