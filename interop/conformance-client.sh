@@ -12,7 +12,9 @@
 #
 # Works from a fresh clone: installs the suite (`npm ci`) and Node 22 (interop/node.sh) when missing. Needs npm on
 # PATH and askback installed in the Python it finds: $PYTHON, else the active virtualenv's, else ./.venv's, else
-# python3. CONFORMANCE_OUT keeps the suite's results in that folder instead.
+# python3. CONFORMANCE_OUT keeps the suite's results in that folder instead; CONFORMANCE_SPEC_VERSION runs another
+# revision; CONFORMANCE_FORCE=1 runs a scenario at a revision it is not listed for (e.g. json-schema-ref-no-deref on
+# the 2025-11-25 handshake).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -96,7 +98,7 @@ for scenario in "${scenarios[@]}"; do
   log="$scratch/$safe.log"
   rc=0
   (cd "$root" && "$suite" client --command "$py -m askback.runtime.conformance" --scenario "$scenario" \
-    --spec-version "$spec_version" -o "$out/$safe") >"$log" 2>&1 || rc=$?
+    --spec-version "$spec_version" ${CONFORMANCE_FORCE:+--force} -o "$out/$safe") >"$log" 2>&1 || rc=$?
   # One line per scenario: checks passed (SKIPPED ones are counted apart and fail nothing), and every check that
   # failed or warned, by id. The suite's exit status (which also covers the client's own) decides with them.
   verdict=0
