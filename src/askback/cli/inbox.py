@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from askback.cli.output import UsageError, reports_errors
+from askback.cli.output import UsageError, print_error, reports_errors
 
 if TYPE_CHECKING:
     from askback.runtime import Runtime
@@ -190,6 +190,13 @@ def inbox_show(
         typer.echo(f"  round {r['round']}: asked {_when(r['asked_at'])}, answered {_when(r['sent_at'])}")
 
 
+def _terminal() -> Renderer:
+    from askback.runtime.terminal import TerminalRenderer
+    from askback.settings import load_settings
+
+    return TerminalRenderer(development=load_settings().development)
+
+
 def _answer(
     call_id: str,
     key: str | None,
@@ -198,12 +205,9 @@ def _answer(
     user: str | None,
     database: str | None,
     resume: bool,
-    as_json: bool,
 ) -> None:
-    from askback.runtime import Answer, Parked
-    from askback.runtime.terminal import TerminalRenderer
+    from askback.runtime import Answer, WebInbox
 
-    terminal = TerminalRenderer()
     parsed: Any = None
     if content is not None:
         try:
@@ -212,35 +216,30 @@ def _answer(
             raise UsageError(f"--json is not JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(parsed, dict):
             raise UsageError('--json must be an object of field values, e.g. {"confirm": true}')
+    # Accepting without --json asks at the terminal, this round and (with --resume) every round after it.
+    at_terminal = action == "accept" and parsed is None
 
     async def work(runtime: Runtime) -> int:
         record = await runtime.calls.get(call_id)
         answered = await runtime.calls.answers(call_id, record.round)
         questions = [q for q in record.questions if (key is None or q.key == key) and q.key not in answered]
-        if key is not None and not questions:
-            raise UsageError(f"call {call_id} has no unanswered question {key!r} in round {record.round}")
-        for q in questions:
-            if action != "accept":
-                answer = Answer(action)  # type: ignore[arg-type]
-            elif parsed is not None or (q.mode == "url" and key is not None):
-                answer = Answer("accept", parsed)
-            else:
-                answer = await terminal.ask(q)
-            await runtime.answer(call_id, q.key, answer, round_=q.round, by=user or record.principal)
+        if not questions:
+            raise UsageError(
+                f"call {call_id} has no unanswered question{f' {key!r}' if key else ''} in round {record.round} "
+                f"(it is {record.status}; `askback inbox show {call_id}` says more)"
+            )
+        if at_terminal:
+            waiting = await runtime.answer_here(call_id, by=user, keys=[q.key for q in questions])
+        else:
+            for q in questions:
+                answer = Answer("accept", parsed) if action == "accept" else Answer(action)  # type: ignore[arg-type]
+                waiting = await runtime.answer(call_id, q.key, answer, round_=q.round, by=user or record.principal)
         if not resume:
-            left = (await runtime.calls.get(call_id)).waiting
-            typer.echo(f"{call_id}: answered; {left} question(s) of round {record.round} still waiting")
+            typer.echo(f"{call_id}: answered; {waiting} question(s) of round {record.round} still waiting")
             return 0
-        outcome = await runtime.resume(call_id)
-        while isinstance(outcome, Parked) and parsed is None and action == "accept":
-            answered = await runtime.calls.answers(call_id, outcome.round)
-            for q in outcome.questions:
-                if q.key not in answered:
-                    await runtime.answer(call_id, q.key, await terminal.ask(q), round_=q.round, by=user)
-            outcome = await runtime.resume(call_id)
-        return _outcome(outcome, as_json)
+        return _outcome(await runtime.resume(call_id), False)
 
-    code = _with_runtime(database, work)
+    code = _with_runtime(database, work, renderers=(_terminal(),) if at_terminal else (WebInbox(),))
     if code:
         raise typer.Exit(code)
 
@@ -262,8 +261,8 @@ def inbox_answer(
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
     """Accept a call's questions: with --json, or at the terminal prompt (forms from their schema, a review before
-    sending, :d to decline, :c to cancel). A URL question given by KEY is accepted as done."""
-    _answer(call_id, key, "accept", content, user, database, resume, False)
+    sending, :d to decline, :c to cancel; a URL question shows its host and is accepted once you are done)."""
+    _answer(call_id, key, "accept", content, user, database, resume)
 
 
 @inbox_app.command("decline")
@@ -276,7 +275,7 @@ def inbox_decline(
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
     """Decline a call's question (or every unanswered one of its round)."""
-    _answer(call_id, key, "decline", None, user, database, resume, False)
+    _answer(call_id, key, "decline", None, user, database, resume)
 
 
 @inbox_app.command("cancel")
@@ -289,7 +288,7 @@ def inbox_cancel(
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
     """Cancel (dismiss) a call's question (or every unanswered one of its round)."""
-    _answer(call_id, key, "cancel", None, user, database, resume, False)
+    _answer(call_id, key, "cancel", None, user, database, resume)
 
 
 @inbox_app.command("resume")
@@ -375,8 +374,6 @@ def call(
 ) -> None:
     """Call a tool and answer its questions at the terminal, round after round, until it completes. The call is
     kept in the runtime's store meanwhile: if this command stops, `askback inbox` has it."""
-    from askback.runtime.terminal import TerminalRenderer
-
     try:
         args = json.loads(arguments)
     except json.JSONDecodeError as exc:
@@ -389,7 +386,11 @@ def call(
             runtime.headers = lambda _server: {"Authorization": f"Bearer {token}"}
         return _outcome(await runtime.call_tool(server, tool, args, principal=user), as_json)
 
-    code = _with_runtime(database, work, renderers=(TerminalRenderer(),))
+    try:
+        code = _with_runtime(database, work, renderers=(_terminal(),))
+    except KeyboardInterrupt:
+        print_error(f"interrupted: a call that asked waits in the store; `askback inbox list --user {user}` shows it")
+        raise typer.Exit(130) from None
     if code:
         raise typer.Exit(code)
 

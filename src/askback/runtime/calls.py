@@ -246,36 +246,47 @@ class Runtime:
             return await self._after(record, conn)
 
     async def _after(self, record: CallRecord, conn: _sdk.Connection | None) -> Completed | Parked:
-        """A call just recorded: complete, or parked; interactive renderers answer it here and it goes on."""
+        """A call just recorded or resumed: complete, or parked; interactive renderers answer it here, round after
+        round, and it goes on."""
         while True:
             if record.status == "completed":
                 return Completed(record.id, record.result or {}, rounds=record.round)
-            parked = self._parked(record, missing=tuple(q.key for q in record.questions))
-            if not await self._answer_here(parked, record.principal):
-                return parked
+            if await self.answer_here(record.id, by=record.principal) > 0:
+                return await self._resume_parked(record.id)
             outcome = await self._resume(record.id, conn)
-            if isinstance(outcome, Claimed):
-                return self._parked(await self.calls.get(record.id), missing=())
-            if isinstance(outcome, Completed):
-                return outcome
+            if not isinstance(outcome, Parked):
+                return outcome if isinstance(outcome, Completed) else await self._resume_parked(record.id)
             record = await self.calls.get(record.id)
 
-    async def _answer_here(self, parked: Parked, principal: str) -> bool:
-        """Ask the interactive renderers every question they can show; True when the whole round is answered."""
-        answered = 0
-        for question in parked.questions:
+    async def _resume_parked(self, call_id: str) -> Parked:
+        record = await self.calls.get(call_id)
+        answered = await self.calls.answers(call_id, record.round)
+        return self._parked(record, missing=tuple(q.key for q in record.questions if q.key not in answered))
+
+    async def answer_here(self, call_id: str, *, by: str | None = None, keys: Sequence[str] | None = None) -> int:
+        """Ask this runtime's interactive renderers (terminal, callback) every unanswered question of the call's
+        current round they can show (only `keys`, when given); an answer that does not fit is asked again. Returns
+        how many questions of the round still wait."""
+        record = await self.calls.get(call_id)
+        if record.status != "parked":
+            return 0
+        answered = await self.calls.answers(call_id, record.round)
+        waiting = 0
+        for question in record.questions:
+            if question.key in answered:
+                continue
             renderer = self._interactive_for(question)
-            if renderer is None:
+            if renderer is None or (keys is not None and question.key not in keys):
+                waiting += 1
                 continue
             while True:
                 answer = await renderer.ask(question)
                 try:
-                    await self.answer(question.call_id, question.key, answer, round_=question.round, by=principal)
+                    await self.answer(call_id, question.key, answer, round_=question.round, by=by or record.principal)
                     break
                 except InvalidAnswerError as exc:
                     log.info("answer to %s refused: %s", question.ref, exc)
-            answered += 1
-        return answered == len(parked.questions) and answered > 0
+        return waiting
 
     def _interactive_for(self, question: Question) -> Interactive | None:
         for renderer in self.renderers:
@@ -340,7 +351,10 @@ class Runtime:
         """Send the call's parked round back if it can go (all answered, or the deadline passed: unanswered
         questions are answered `cancel`): the call completes, parks on the server's next round, or is `Claimed`
         by another process resuming it at the same moment. A finished call returns its result again."""
-        return await self._resume(call_id, None)
+        outcome = await self._resume(call_id, None)
+        if isinstance(outcome, Parked) and any(isinstance(r, Interactive) for r in self.renderers):
+            return await self._after(await self.calls.get(call_id), None)
+        return outcome
 
     async def resume_due(self, *, limit: int = 100) -> list[Outcome]:
         """Resume every call that can go now (answered, past its deadline, or abandoned mid-resume)."""
@@ -399,7 +413,7 @@ class Runtime:
             return Claimed(call_id, record.round)
         if not asking:
             return Completed(call_id, outcome, rounds=record.round + 1)
-        return await self._after(await self.calls.get(call_id), conn)
+        return await self._resume_parked(call_id)
 
     async def _send_round(self, record: CallRecord, decision: Ready, conn: _sdk.Connection | None) -> dict[str, Any]:
         pending = record.pending or {}

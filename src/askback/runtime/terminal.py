@@ -1,0 +1,362 @@
+"""The terminal prompt: a call's questions asked and answered at the terminal while the call waits.
+
+`TerminalRenderer` is the interactive renderer of `askback call` and `askback inbox answer`. A form is asked field
+by field (`forms.fields`), shown back in a table for review, then checked with `forms.validate`; a URL question
+shows the full host its link goes to and the link as plain text, and waits until the person says they have
+finished there. The link is never opened or fetched from here. `:d` declines and `:c` cancels at any prompt.
+
+The dialog is a generator with no I/O (`_dialog`, the shape of httpx's `auth_flow`): it yields what to show and
+what to read, and receives the lines typed. `ask` drives it, reading each line in a worker thread so that the
+event loop goes on meanwhile. Everything a server wrote (message, titles, choices, link) is shown as plain text:
+never as rich markup, and with its control and bidirectional characters made visible, since they could otherwise
+rewrite what the terminal shows next to them (the host above all).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import unicodedata
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+from rich.console import Console, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from askback.errors import InvalidAnswerError, UnsafeLinkError
+from askback.runtime.forms import Field, fields, parse, validate
+from askback.runtime.questions import Answer, Mode, Question, safe_link
+
+__all__ = ["TerminalRenderer"]
+
+_BOTH: frozenset[Mode] = frozenset({"form", "url"})
+_HINT = "type :d to decline, :c to cancel"
+# Invisible characters that reorder or hide the text around them (Trojan Source, CVE-2021-42574).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+@dataclass(frozen=True)
+class _Show:
+    """Print this; `soft_wrap` leaves long lines to the terminal (a link stays one line, whole to copy)."""
+
+    renderable: RenderableType
+    soft_wrap: bool = False
+
+
+@dataclass(frozen=True)
+class _Read:
+    """Read one line after this prompt; the dialog receives it (without its line break)."""
+
+    prompt: str
+
+
+_Step = _Show | _Read
+_Dialog = Generator[_Step, str | None, Answer]
+
+
+class _Stop(Exception):
+    """The person typed :d or :c (or chose decline or cancel from a menu): the question ends here."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__(word)
+        self.action: Literal["decline", "cancel"] = "decline" if word == "decline" else "cancel"
+
+
+class TerminalRenderer:
+    """Ask questions at the terminal: `Runtime(store, renderers=[TerminalRenderer()])`.
+
+    `console` is where questions are shown (default: standard error, so that standard output keeps the call's
+    result); `read_line(prompt)` reads what the person types (default: the console's `input`). `modes` are the
+    modes it declares; `development` shows plain-http loopback links (as `safe_link` allows in development).
+    """
+
+    def __init__(
+        self,
+        *,
+        console: Console | None = None,
+        read_line: Callable[[str], str] | None = None,
+        modes: frozenset[Mode] = _BOTH,
+        development: bool = False,
+    ) -> None:
+        self.console = console or Console(stderr=True)
+        self.read_line = read_line or self._input
+        self.modes = frozenset(modes)
+        self.development = development
+
+    def _input(self, prompt: str) -> str:
+        return self.console.input(Text(prompt, style="bold"))
+
+    async def ask(self, question: Question) -> Answer:
+        """Ask `question` until the person sends an answer, declines or cancels (end of input cancels)."""
+        dialog = _dialog(question, modes=self.modes, development=self.development)
+        reply: str | None = None
+        while True:
+            try:
+                step = dialog.send(reply)
+            except StopIteration as done:
+                answer: Answer = done.value
+                return answer
+            reply = None
+            if isinstance(step, _Show):
+                self.console.print(step.renderable, soft_wrap=step.soft_wrap)
+                continue
+            try:
+                reply = await self._read(step.prompt)
+            except EOFError:
+                self.console.print(Text("(end of input)", style="dim"))
+                reply = ":c"
+
+    async def _read(self, prompt: str) -> str:
+        """One line from `read_line`, read in a worker thread while the event loop goes on.
+
+        The thread is a daemon of its own, not one of `anyio.to_thread`'s: those are joined at exit, so after a
+        Ctrl-C at a prompt the process would wait, silent, until someone pressed Enter."""
+        done = anyio.Event()
+        got: list[str | BaseException] = []
+        token = anyio.lowlevel.current_token()
+
+        def read() -> None:
+            try:
+                got.append(self.read_line(prompt))
+            except BaseException as exc:  # handed to the waiting task, which raises it
+                got.append(exc)
+            with contextlib.suppress(RuntimeError):  # the event loop has ended: nobody waits for this line
+                anyio.from_thread.run_sync(done.set, token=token)
+
+        threading.Thread(target=read, name="askback-terminal-input", daemon=True).start()
+        await done.wait()
+        if isinstance(got[0], BaseException):
+            raise got[0]
+        return got[0]
+
+
+# The dialog: no I/O below this line. ---------------------------------------------------------------------------
+
+
+def _dialog(question: Question, *, modes: frozenset[Mode], development: bool) -> _Dialog:
+    yield _Show(_panel(question))
+    if question.mode is None or question.mode not in modes:
+        what = question.method if question.mode is None else f"a {question.mode} question"
+        yield _Show(Text(f"This question ({_plain(what)}) cannot be answered at the terminal: it is cancelled."))
+        return Answer("cancel")
+    try:
+        if question.mode == "url":
+            return (yield from _link(question, development=development))
+        return (yield from _form(question))
+    except _Stop as stop:
+        yield _Show(Text("Declined." if stop.action == "decline" else "Cancelled.", style="yellow"))
+        return Answer(stop.action)
+
+
+def _panel(question: Question) -> Panel:
+    title = f"call {question.call_id} · round {question.round} · {question.key}"
+    return Panel(
+        Text(_plain(question.message, lines=True) or "(no message)"),
+        title=Text(_plain(title)),
+        title_align="left",
+        expand=False,
+    )
+
+
+def _link(question: Question, *, development: bool) -> _Dialog:
+    url = question.url or ""
+    try:
+        host, refusal = safe_link(url, development=development), None
+    except UnsafeLinkError as exc:
+        host, refusal = "", str(exc)
+    if refusal is not None:
+        yield _Show(Text(f"{_plain(refusal)}.", style="red"))
+        yield _Show(Text("This question can only be declined or cancelled here."))
+        raise _Stop((yield from _menu("[d]ecline, [c]ancel: ", {"d": "decline", "c": "cancel"})))
+    shown = Text("This link goes to: ")
+    shown.append(_host(host), style="bold")
+    yield _Show(shown, soft_wrap=True)
+    yield _Show(Text("Open it yourself, finish there, then come back here:", style="dim"))
+    yield _Show(Text(_plain(url, url=True)), soft_wrap=True)
+    choice = yield from _menu(
+        "[a] I have finished, [d]ecline, [c]ancel: ", {"a": "finished", "d": "decline", "c": "cancel"}
+    )
+    if choice != "finished":
+        raise _Stop(choice)
+    return Answer("accept")
+
+
+def _form(question: Question) -> _Dialog:
+    schema = question.schema or {}
+    known = fields(schema)
+    values: dict[str, Any] = {}
+    yield _Show(Text(_HINT, style="dim"))
+    while True:
+        for field in known:
+            values[field.name] = yield from _ask_field(field, values.get(field.name, field.default), schema)
+        yield _Show(_review(known, values))
+        choice = yield from _menu(
+            "[s]end, [e]dit, [d]ecline, [c]ancel: ", {"s": "send", "e": "edit", "d": "decline", "c": "cancel"}
+        )
+        if choice == "edit":
+            continue
+        if choice != "send":
+            raise _Stop(choice)
+        try:
+            return Answer("accept", validate(schema, values))
+        except InvalidAnswerError as exc:
+            yield _Show(Text(f"{_plain(str(exc))}; the form is asked again.", style="red"))
+
+
+def _ask_field(field: Field, current: Any, schema: Mapping[str, Any]) -> Generator[_Step, str | None, Any]:
+    """One field's value: typed, a choice's number, or Enter for `current`; asked again until it fits."""
+    yield _Show(_field_header(field))
+    while True:
+        text = ((yield _Read(_prompt(field, current))) or "").strip()
+        _stop_if_asked(text)
+        if text == "":
+            if current is not None or not field.required:
+                return current
+            yield _Show(Text(f"{_plain(field.title)}: a value is required ({_HINT}).", style="red"))
+            continue
+        try:
+            return _value(field, text, schema)
+        except InvalidAnswerError as exc:
+            yield _Show(Text(_plain(str(exc)), style="red"))
+
+
+def _menu(prompt: str, options: Mapping[str, str]) -> Generator[_Step, str | None, str]:
+    """The word of the option chosen by its letter or its word (:d and :c end the question here too)."""
+    while True:
+        text = ((yield _Read(prompt)) or "").strip().casefold()
+        _stop_if_asked(text)
+        for letter, word in options.items():
+            if text in (letter, word):
+                return word
+        *others, last = options
+        yield _Show(Text(f"Type {', '.join(others)} or {last}.", style="red"))
+
+
+def _stop_if_asked(text: str) -> None:
+    if text.casefold() in (":d", ":decline"):
+        raise _Stop("decline")
+    if text.casefold() in (":c", ":cancel"):
+        raise _Stop("cancel")
+
+
+def _value(field: Field, text: str, schema: Mapping[str, Any]) -> Any:
+    """What `text` means for `field`, checked against the field's own schema (bounds, lengths, formats)."""
+    if field.kind == "multi":
+        value: Any = list(dict.fromkeys(_pick(field, part) for part in parse(field, text)))
+    else:
+        value = parse(field, _pick(field, text))
+    spec = (schema.get("properties") or {}).get(field.name) or {}
+    validate({"properties": {field.name: spec}}, {field.name: value})
+    return value
+
+
+def _pick(field: Field, text: str) -> str:
+    """A choice typed as its value, its number in the list, or its value or title in any case."""
+    if not field.choices or text in field.choices:
+        return text
+    if text.isdigit() and 1 <= int(text) <= len(field.choices):
+        return field.choices[int(text) - 1]
+    folded = {
+        c
+        for c, t in zip(field.choices, field.choice_titles, strict=False)
+        if text.casefold() in (c.casefold(), t.casefold())
+    }
+    if len(folded) == 1:
+        return folded.pop()
+    raise InvalidAnswerError(
+        f"{field.title}: {text!r} is not a choice: type a number from 1 to {len(field.choices)} or one of "
+        f"{', '.join(field.choices)}"
+    )
+
+
+def _field_header(field: Field) -> Text:
+    header = Text()
+    header.append(_plain(field.title), style="bold")
+    if field.required:
+        header.append(" (required)", style="yellow")
+    header.append(f"  {_plain(field.hint)}", style="dim")
+    if field.description:
+        header.append(f"\n  {_plain(field.description, lines=True)}")
+    for number, (value, title) in enumerate(zip(field.choices, field.choice_titles, strict=False), start=1):
+        label = value if title == value else f"{title} ({value})"
+        header.append(f"\n  {number}. {_plain(label)}")
+    return header
+
+
+def _prompt(field: Field, current: Any) -> str:
+    prompt = _plain(field.title)
+    if field.kind == "boolean":
+        prompt += " (y/n)"
+    elif field.kind == "multi":
+        prompt += " (numbers or values, comma-separated)"
+    if current is not None:
+        prompt += f" [{_plain(_typed(current))}]"
+    return prompt + ": "
+
+
+def _typed(value: Any) -> str:
+    """`value` as the person would type it (a default in brackets)."""
+    if isinstance(value, bool):
+        return "y" if value else "n"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _review(known: tuple[Field, ...], values: Mapping[str, Any]) -> RenderableType:
+    if not known:
+        return Text("This form asks for nothing: send it as it is?")
+    table = Table("Field", "Value", title="Your answer", title_justify="left")
+    for field in known:
+        value = values.get(field.name)
+        table.add_row(Text(_plain(field.title)), Text(_plain(_shown(field, value))))
+    return table
+
+
+def _shown(field: Field, value: Any) -> str:
+    """`value` as the review shows it: yes/no, choices by their titles, '-' for nothing."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    titles = dict(zip(field.choices, field.choice_titles, strict=False))
+    items = value if isinstance(value, list) else [value]
+    return ", ".join(f"{titles[str(v)]} ({v})" if titles.get(str(v), str(v)) != str(v) else str(v) for v in items)
+
+
+def _host(host: str) -> str:
+    """The host in full; an internationalised one also in its ASCII form, which a look-alike cannot imitate."""
+    shown = _plain(host, url=True)
+    if host.isascii():
+        return shown
+    try:
+        return f"{shown} ({host.encode('idna').decode('ascii')})"
+    except UnicodeError:
+        return shown
+
+
+def _plain(text: str, *, lines: bool = False, url: bool = False) -> str:
+    """`text` safe to print: control, bidirectional and (in a link) invisible or blank characters made visible as
+    escapes; line breaks kept only where `lines`."""
+    out: list[str] = []
+    for char in text:
+        if lines and char == "\n":
+            out.append(char)
+            continue
+        category = unicodedata.category(char)
+        hidden = category in ("Cc", "Cs", "Co") or char in _BIDI
+        if url:
+            hidden = hidden or category in ("Cf", "Zs", "Zl", "Zp")
+        if not hidden:
+            out.append(char)
+        elif url:
+            out.append("".join(f"%{b:02X}" for b in char.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(char.encode("unicode_escape", "backslashreplace").decode("ascii"))
+    return "".join(out)
