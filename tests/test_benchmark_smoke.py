@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "bench_flow.py"
 SCALEOUT = ROOT / "benchmarks" / "bench_scaleout.py"
+RUNTIME = ROOT / "benchmarks" / "bench_runtime.py"
 SCALEOUT_CONFIGS = (
     "(a) askback-sqlite-1",
     "(b) askback-pg-1",
@@ -28,13 +29,18 @@ SCALEOUT_CONFIGS = (
 pytestmark = pytest.mark.http
 
 
-def test_quick_benchmark_reports_a_ratio_for_each_mode() -> None:
+def quick(bench: object) -> tuple[list[str], str]:
+    """Run a benchmark with `--quick`; its output lines, and everything it printed (for a failure message)."""
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, str(bench), "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     output = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     assert done.returncode == 0, output
-    lines = done.stdout.splitlines()
+    return done.stdout.splitlines(), output
+
+
+def test_quick_benchmark_reports_a_ratio_for_each_mode() -> None:
+    lines, output = quick(BENCH)
     for mode in ("in-memory", "http"):
         assert any(line.startswith(mode) and "ratio" in line for line in lines), output
 
@@ -42,11 +48,15 @@ def test_quick_benchmark_reports_a_ratio_for_each_mode() -> None:
 @pytest.mark.skipif(shutil.which("nginx") is None and not os.path.exists("/usr/sbin/nginx"), reason="needs nginx")
 @pytest.mark.skipif(not glob.glob("/usr/lib/postgresql/*/bin/initdb"), reason="needs PostgreSQL")
 def test_scaleout_benchmark_runs_quick() -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCALEOUT), "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    output = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    assert done.returncode == 0, output
-    lines = done.stdout.splitlines()
+    lines, output = quick(SCALEOUT)
     for config in SCALEOUT_CONFIGS:
         assert any(line.startswith(f"{config} ") and "flows/s" in line for line in lines), output
+
+
+def test_runtime_benchmark_runs_quick_and_reports_listing_resume_and_memory() -> None:
+    lines, output = quick(RUNTIME)
+    assert any(line.startswith("parked: ") and "real calls" in line for line in lines), output
+    for listing in ("pending(principal=", "calls.listing(), all"):
+        assert sum(line.startswith(listing) and "target" in line for line in lines) == 2, output
+    assert sum(line.startswith("resume ") and "overhead" in line for line in lines) == 2, output
+    assert any(line.startswith("after parking 200 ") for line in lines), output

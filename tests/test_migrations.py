@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from askback.accounts.store import MIGRATIONS as ACCOUNTS
-from askback.runtime.store import MIGRATIONS as RUNTIME
 from askback.db import migrate
 from askback.errors import ConfigurationError
+from askback.runtime.store import MIGRATIONS as RUNTIME
 from askback.store import MIGRATIONS, Store
 
 pytestmark = pytest.mark.anyio

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import subprocess
 import sys
 import textwrap
 import threading
@@ -51,7 +50,7 @@ KEYS = "runtime-test-state-key-0123456789abcdefghij"
 class _Page(http.server.BaseHTTPRequestHandler):
     hits = 0
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         type(self).hits += 1
         self.send_response(200)
         self.end_headers()
@@ -147,8 +146,9 @@ async def test_a_call_parked_by_a_process_that_exited_is_answered_and_resumed_by
         anyio.run(main)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
-    call_id = done.stdout.strip()
+    with anyio.fail_after(60):
+        done = await anyio.run_process([sys.executable, "-c", script], check=True)
+    call_id = done.stdout.decode().strip()
 
     [question] = await runtime.pending(principal="ada")
     assert (question.call_id, question.key, question.mode, question.message) == (

@@ -98,9 +98,9 @@ async def test_a_pushed_question_nobody_answers_is_cancelled_at_its_deadline(url
     ) as rt:
         by_hand = await rt.call_tool(url, "approve", {"item": "late"}, principal="ada")
     assert isinstance(by_hand, Completed)
-    assert (
-        outcome[0].text == by_hand.text and "late" not in by_hand.text.split(":")[0] or outcome[0].text == by_hand.text
-    )
+    assert (outcome[0].text == by_hand.text and "late" not in by_hand.text.split(":")[0]) or outcome[
+        0
+    ].text == by_hand.text
 
 
 async def _cancel(question: Question) -> Answer:

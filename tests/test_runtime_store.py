@@ -123,6 +123,9 @@ async def test_listing_narrows_to_a_person_and_a_run(tmp_path: Path) -> None:
         assert {r.id for r in await calls.listing(principal="ada", run_id="r")} == {"call_0", "call_1", "call_2"}
         assert await calls.listing(principal="bob") == []
         assert await calls.count() == 3
+        # Newest first, page after page, each call once (two were parked in the same instant).
+        pages = [[r.id for r in page] async for page in calls.pages(size=2)]
+        assert pages == [["call_2", "call_1"], ["call_0"]]
     finally:
         await store.close()
 

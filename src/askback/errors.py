@@ -219,9 +219,14 @@ class CallStateError(CallError):
 
 
 class InvalidAnswerError(CallError):
-    """An answer does not fit its question: a missing required field, a wrong type, a value outside the enum."""
+    """An answer does not fit its question: a missing required field, a wrong type, a value outside the enum.
+    `problems` says what is wrong with each field, by field name (empty when the answer as a whole is wrong)."""
 
     http_status = 400
+
+    def __init__(self, message: str, *, problems: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or {}
 
 
 class UnsafeLinkError(CallError):

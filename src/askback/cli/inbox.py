@@ -20,7 +20,7 @@ from askback.cli.output import UsageError, print_error, reports_errors
 
 if TYPE_CHECKING:
     from askback.runtime import Runtime
-    from askback.runtime.calls import Outcome
+    from askback.runtime.calls import Outcome, Pending
     from askback.runtime.renderers import Renderer
 
 __all__ = ["register"]
@@ -121,22 +121,27 @@ def inbox_list(
 ) -> None:
     """List the unanswered questions of parked calls: call, round, key, who answers, mode, message."""
 
-    async def work(runtime: Runtime) -> list[tuple[Any, Any]]:
-        found = []
-        for q in await runtime.pending(principal=user, run_id=run):
-            found.append((q, await runtime.calls.get(q.call_id)))
-        return found
+    async def work(runtime: Runtime) -> list[Pending]:
+        return await runtime.inbox(principal=user, run_id=run)
 
     found = _with_runtime(database, work)
     if as_json:
-        typer.echo(json.dumps([{**_question(q), "principal": r.principal, "deadline": r.deadline} for q, r in found]))
+        typer.echo(
+            json.dumps(
+                [
+                    {**_question(p.question), "principal": p.principal, "target": p.target, "deadline": p.deadline}
+                    for p in found
+                ]
+            )
+        )
         return
     if not found:
         typer.echo("no questions waiting")
         return
-    for q, record in found:
+    for p in found:
+        q = p.question
         where = f"  -> {q.host}" if q.mode == "url" else ""
-        typer.echo(f"{q.call_id}  round {q.round}  {q.key}  {record.principal}  {q.mode}  {q.message}{where}")
+        typer.echo(f"{q.call_id}  round {q.round}  {q.key}  {p.principal}  {p.target}  {q.mode}  {q.message}{where}")
 
 
 @inbox_app.command("show")

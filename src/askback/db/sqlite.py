@@ -37,6 +37,10 @@ class RawResult:
     def scalar(self) -> Any:
         return self._rows[0][0] if self._rows else None
 
+    def tuples(self) -> list[tuple[Any, ...]]:
+        """The rows as plain tuples, in the statement's column order (for long listings)."""
+        return list(self._rows)
+
     def scalar_one(self) -> Any:
         if len(self._rows) != 1:
             raise LookupError(f"expected exactly one row, got {len(self._rows)}")

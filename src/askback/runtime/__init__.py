@@ -7,7 +7,7 @@ prompt, a web inbox, your own callback) or the deadline has passed.
 
 from __future__ import annotations
 
-from askback.runtime.calls import AccountActive, Claimed, Completed, Held, Parked, Runtime
+from askback.runtime.calls import AccountActive, Claimed, Completed, Held, Parked, Pending, Runtime
 from askback.runtime.questions import Answer, Question, safe_link
 from askback.runtime.renderers import Callback, Interactive, Renderer, WebInbox, declared_modes
 from askback.runtime.store import MIGRATIONS, CallRecord
@@ -23,6 +23,7 @@ __all__ = [
     "Held",
     "Interactive",
     "Parked",
+    "Pending",
     "Question",
     "Renderer",
     "Runtime",

@@ -9,7 +9,7 @@ call went through is kept in `askback_runtime_rounds`. A change here needs a new
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Integer, MetaData, String, Text
+from sqlalchemy import Float, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["VERSION_TABLE", "AnswerRow", "Base", "CallRow", "RoundRow"]
@@ -31,16 +31,21 @@ class CallRow(Base):
     """One call the runtime made: parked on a round, being resumed, completed or failed."""
 
     __tablename__ = "askback_runtime_calls"
+    # Listings read newest first, of everyone or of one person, without sorting the rows (a backward index scan).
+    __table_args__ = (
+        Index("ix_askback_runtime_calls_status_created", "status", "created_at", "id"),
+        Index("ix_askback_runtime_calls_principal_status", "principal", "status", "created_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     run_id: Mapped[str | None] = mapped_column(String(255), index=True)
-    principal: Mapped[str] = mapped_column(String(255), index=True)
+    principal: Mapped[str] = mapped_column(String(255))
     server: Mapped[str] = mapped_column(Text)
     protocol: Mapped[str | None] = mapped_column(String(32))
     method: Mapped[str] = mapped_column(String(32))
     target: Mapped[str] = mapped_column(Text)
     arguments: Mapped[str | None] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    status: Mapped[str] = mapped_column(String(16))
     round: Mapped[int] = mapped_column(Integer)
     pending: Mapped[str | None] = mapped_column(Text)  # the server's InputRequiredResult for `round`, as JSON
     waiting: Mapped[int] = mapped_column(Integer)  # questions of `round` with no answer yet

@@ -25,9 +25,11 @@ the client's duty, not something to learn from a server's -32020.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
 import httpx2
@@ -240,6 +242,12 @@ async def connect(
         raise
 
 
+@cache
+def _tls() -> ssl.SSLContext:
+    # Building an SSL context loads the CA bundle (tens of milliseconds): every connection of the process shares one.
+    return httpx2.create_ssl_context()
+
+
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     found: list[BaseException] = []
     for exc in group.exceptions:
@@ -259,7 +267,11 @@ async def _enter(
     client_version: str,
 ) -> Connection:
     http = await stack.enter_async_context(
-        httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(read_timeout, read=read_timeout))
+        httpx2.AsyncClient(
+            headers=dict(headers or {}),
+            timeout=httpx2.Timeout(read_timeout, read=read_timeout),
+            verify=_tls(),
+        )
     )
     transport = streamable_http_client(server, http_client=http)
     client = _NarrowClient(

@@ -43,7 +43,7 @@ from askback.runtime.store import MIGRATIONS, CallRecord, ParkedCalls, new_call_
 from askback.settings import Settings, load_settings
 from askback.store import Store
 
-__all__ = ["AccountActive", "Claimed", "Completed", "Held", "Parked", "Runtime"]
+__all__ = ["AccountActive", "Claimed", "Completed", "Held", "Parked", "Pending", "Runtime"]
 
 log = logging.getLogger("askback.runtime")
 
@@ -112,12 +112,27 @@ class AccountActive:
     connection: str
 
 
+@dataclass(frozen=True)
+class Pending:
+    """An unanswered question with what a person needs to know about it: who must answer, what asked it (the
+    method and the tool, prompt or resource), until when, and whether it waits in this process's memory only (a
+    2025-11-25 push) rather than in the store."""
+
+    question: Question
+    principal: str
+    method: str
+    target: str
+    deadline: float | None
+    in_memory: bool = False
+
+
 @dataclass
 class Held:
     """A 2025-11-25 question pushed on an open connection, waiting in this process's memory only."""
 
     question: Question
     principal: str
+    target: str
     deadline: float
     answered: anyio.Event = field(default_factory=anyio.Event)
     answer: Answer | None = None
@@ -222,7 +237,7 @@ class Runtime:
         run_id: str | None,
     ) -> Completed | Parked:
         call_id = new_call_id()
-        async with self._connect(server, principal=principal, call_id=call_id) as conn:
+        async with self._connect(server, principal=principal, call_id=call_id, target=target) as conn:
             if conn.protocol != _MODERN:
                 # 2025-11-25: questions are pushed on this connection, answered in-process (see `held`).
                 result = await self._send(conn, method, target, arguments, call_id=call_id, round_=1)
@@ -327,17 +342,31 @@ class Runtime:
             return Answer("accept")
         raise InvalidAnswerError(f"question {question.key!r} ({question.method}) cannot be answered by a person")
 
-    async def pending(self, *, principal: str | None = None, run_id: str | None = None) -> list[Question]:
-        """The unanswered questions of parked calls (and of questions held in memory), newest call first."""
-        found: list[Question] = [h.question for h in self.held.values() if principal in (None, h.principal)]
-        for record in await self.calls.listing(principal=principal, run_id=run_id):
-            if record.waiting == 0:
-                continue
-            answered = (
-                await self.calls.answers(record.id, record.round) if record.waiting < len(record.questions) else {}
-            )
-            found.extend(q for q in record.questions if q.key not in answered)
+    async def inbox(self, *, principal: str | None = None, run_id: str | None = None) -> list[Pending]:
+        """The unanswered questions of parked calls, newest call first, after those held in this process's memory
+        (2025-11-25 pushes); of one person and/or one run when given."""
+        found = [
+            Pending(h.question, h.principal, "tools/call", h.target, h.deadline, in_memory=True)
+            for h in self.held.values()
+            if principal in (None, h.principal) and run_id is None
+        ]
+        async for page in self.calls.pages(principal=principal, run_id=run_id):
+            for record in page:
+                if record.waiting == 0:
+                    continue
+                answered = (
+                    await self.calls.answers(record.id, record.round) if record.waiting < len(record.questions) else {}
+                )
+                found.extend(
+                    Pending(q, record.principal, record.method, record.target, record.deadline)
+                    for q in record.questions
+                    if q.key not in answered
+                )
         return found
+
+    async def pending(self, *, principal: str | None = None, run_id: str | None = None) -> list[Question]:
+        """The questions of `inbox(...)`, alone."""
+        return [p.question for p in await self.inbox(principal=principal, run_id=run_id)]
 
     def link_host(self, question: Question) -> str:
         """The host to show for a URL question (`UnsafeLinkError` when its link must not be shown as one)."""
@@ -460,7 +489,7 @@ class Runtime:
         code that learns of the event."""
         outcomes: list[Outcome] = []
         wanted = _CONNECT_PREFIX + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in event.connection)[:50]
-        for record in await self.calls.listing(principal=event.principal):
+        for record in [r async for page in self.calls.pages(principal=event.principal) for r in page]:
             answered = await self.calls.answers(record.id, record.round)
             for question in record.questions:
                 if question.mode == "url" and question.key == wanted and question.key not in answered:
@@ -481,10 +510,10 @@ class Runtime:
 
     @asynccontextmanager
     async def _connect(
-        self, server: str, *, principal: str, call_id: str, protocol: str | None = None
+        self, server: str, *, principal: str, call_id: str, protocol: str | None = None, target: str = ""
     ) -> AsyncIterator[_sdk.Connection]:
         async def pushed(mode: Mode, params: Mapping[str, Any]) -> dict[str, Any]:
-            return (await self._held_answer(call_id, principal, mode, params)).wire()
+            return (await self._held_answer(call_id, principal, target, mode, params)).wire()
 
         headers = self.headers(server) if self.headers is not None else None
         try:
@@ -524,7 +553,9 @@ class Runtime:
 
     # 2025-11-25 pushes ----------------------------------------------------------------------------------------
 
-    async def _held_answer(self, call_id: str, principal: str, mode: Mode, params: Mapping[str, Any]) -> Answer:
+    async def _held_answer(
+        self, call_id: str, principal: str, target: str, mode: Mode, params: Mapping[str, Any]
+    ) -> Answer:
         ref = f"mem_{secrets.token_urlsafe(9)}"
         question = Question(
             call_id=ref,
@@ -545,7 +576,7 @@ class Runtime:
                 except InvalidAnswerError as exc:
                     log.info("answer to a pushed question of call %s refused: %s", call_id, exc)
         deadline = self.clock.now() + self.settings.answer_wait
-        held = Held(question, principal, deadline)
+        held = Held(question, principal, target, deadline)
         self.held[ref] = held
         log.warning(
             "call %s: a 2025-11-25 server pushed a %s question; it is held in this process's memory only (the "

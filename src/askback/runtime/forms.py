@@ -3,8 +3,9 @@
 The 2026-07-28 form schema is flat: an object whose properties are strings (with `enum`/`oneOf` choices, lengths
 and formats), numbers, integers, booleans, or arrays of enumerated strings. `fields(schema)` reads it once into
 `Field` values (title, type, choices, default, required, bounds) that the terminal prompt and the web inbox both
-render; `parse(field, text)` turns what a person typed into a typed value; `validate(schema, content)` checks a
-whole answer and raises `InvalidAnswerError` naming every field that is wrong. No I/O.
+render; `parse(field, text)` turns what a person typed into a typed value; `check_field(field, value)` says what is
+wrong with one value, `problems(schema, content)` with each field of an answer, and `validate(schema, content)`
+raises `InvalidAnswerError` naming every field that is wrong (its `problems` keep them by field). No I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from askback.errors import InvalidAnswerError
 
-__all__ = ["Field", "fields", "parse", "validate"]
+__all__ = ["Field", "check_field", "fields", "parse", "problems", "validate"]
 
 Kind = Literal["string", "number", "integer", "boolean", "multi"]
 
@@ -57,7 +58,8 @@ class Field:
             high = "" if self.maximum is None else _number(self.maximum)
             parts.append(f"{low} to {high}".strip() if low and high else (f">= {low}" if low else f"<= {high}"))
         if self.min_length is not None or self.max_length is not None:
-            parts.append(f"{self.min_length or 0}-{self.max_length if self.max_length is not None else '…'} chars")
+            unit = "choices" if self.kind == "multi" else "chars"
+            parts.append(f"{self.min_length or 0}-{self.max_length if self.max_length is not None else '…'} {unit}")
         return ", ".join(parts)
 
 
@@ -182,21 +184,35 @@ def _problems(field: Field, value: Any) -> list[str]:
     return []
 
 
+def check_field(field: Field, value: Any) -> list[str]:
+    """What is wrong with `value` for `field` (None: not answered): empty when it fits."""
+    if value is None:
+        return ["required"] if field.required else []
+    return _problems(field, value)
+
+
+def problems(schema: Mapping[str, Any] | None, content: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """What is wrong with each field of an answer, by field name (a field the form does not ask for included);
+    empty when the answer fits. `None` values count as not answered."""
+    known = fields(schema)
+    given = {k: v for k, v in (content or {}).items() if v is not None}
+    found: dict[str, list[str]] = {}
+    names = {f.name for f in known}
+    for extra in sorted(set(given) - names):
+        found[extra] = ["the form does not ask for it"]
+    for f in known:
+        wrong = check_field(f, given.get(f.name))
+        if wrong:
+            found[f.name] = wrong
+    return found
+
+
 def validate(schema: Mapping[str, Any] | None, content: Mapping[str, Any] | None) -> dict[str, Any]:
     """The answer's content, checked against the form: every required field present, every value of its type and
     within its bounds, no field the form did not ask for. `None` values are dropped (not answered)."""
-    known = fields(schema)
-    given = {k: v for k, v in (content or {}).items() if v is not None}
-    problems: list[str] = []
-    names = {f.name for f in known}
-    for extra in sorted(set(given) - names):
-        problems.append(f"{extra}: the form does not ask for it")
-    for f in known:
-        if f.name not in given:
-            if f.required:
-                problems.append(f"{f.title}: required")
-            continue
-        problems.extend(f"{f.title}: {p}" for p in _problems(f, given[f.name]))
-    if problems:
-        raise InvalidAnswerError("the answer does not fit the form: " + "; ".join(problems))
-    return given
+    wrong = problems(schema, content)
+    if wrong:
+        titles = {f.name: f.title for f in fields(schema)}
+        described = "; ".join(f"{titles.get(name, name)}: {p}" for name, ps in wrong.items() for p in ps)
+        raise InvalidAnswerError("the answer does not fit the form: " + described, problems=wrong)
+    return {k: v for k, v in (content or {}).items() if v is not None}

@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
 from askback.runtime.calls import Claimed, Completed, Runtime
-from askback.runtime.forms import Field, fields, parse, validate
+from askback.runtime.forms import Field, check_field, fields, parse
 from askback.runtime.questions import Action, Answer, Question
 from askback.runtime.store import CallRecord
 
@@ -63,7 +63,6 @@ _PREFIX = "f."
 # A choice of up to this many values is shown as radio buttons, a longer one as a select.
 _RADIOS = 5
 _ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
-_FORM_PREFIX = "the answer does not fit the form: "
 
 _STYLE = (
     "body{font-family:system-ui,sans-serif;line-height:1.5;margin:0;color:#1a1a1a;background:#fafafa}"
@@ -144,9 +143,9 @@ def _when(at: float | None) -> str:
     return f'<time datetime="{moment.isoformat()}">{moment.strftime("%Y-%m-%d %H:%M UTC")}</time>'
 
 
-def _asker(record: CallRecord) -> str:
-    kind = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}.get(record.method, "call")
-    return f"the {kind} {record.target}"
+def _asker(method: str, target: str) -> str:
+    kind = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}.get(method, "call")
+    return f"the {kind} {target}"
 
 
 def _document(title: str, body: str) -> str:
@@ -426,7 +425,7 @@ def _ascii_host(host: str) -> str | None:
 
 
 def _render_call(base: str, record: CallRecord, pending: Sequence[Question], *, resumed: bool) -> str:
-    asker = _asker(record)
+    asker = _asker(record.method, record.target)
     if record.status == "completed":
         result = Completed(record.id, record.result or {}, rounds=record.round)
         title = "The tool reported an error" if result.is_error else "Done"
@@ -526,14 +525,9 @@ def _submitted(form_fields: Sequence[Field], form: FormData) -> Values:
     return values
 
 
-def _one_field_problem(schema: Mapping[str, Any], f: Field, value: Any) -> str | None:
-    spec = (schema.get("properties") or {}).get(f.name) or {}
-    alone = {"type": "object", "properties": {f.name: spec}, "required": [f.name] if f.required else []}
-    try:
-        validate(alone, {} if value is None else {f.name: value})
-    except InvalidAnswerError as exc:
-        return str(exc).removeprefix(_FORM_PREFIX)
-    return None
+def _one_field_problem(f: Field, value: Any) -> str | None:
+    wrong = check_field(f, value)
+    return f"{f.title}: {'; '.join(wrong)}" if wrong else None
 
 
 def _content(
@@ -556,7 +550,7 @@ def _content(
         except InvalidAnswerError as exc:
             errors[f.name] = str(exc)
             continue
-        problem = _one_field_problem(schema, f, value)
+        problem = _one_field_problem(f, value)
         if problem is not None:
             errors[f.name] = problem
         elif value is not None:
@@ -686,7 +680,7 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
             return record
         if key in await runtime.calls.answers(call_id, round_):
             return record
-        return shown(question, _asker(record), record.deadline)
+        return shown(question, _asker(record.method, record.target), record.deadline)
 
     def shown(q: Question, asker: str, deadline: float | None) -> _Asked:
         if q.mode != "url":
@@ -729,17 +723,10 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
         person = principal(request)
         if person is None:
             return _html(_problem_page(401, base), 401)
-        items: list[_Asked] = []
-        records: dict[str, CallRecord] = {}
-        for q in await runtime.pending(principal=person):
-            held = runtime.held.get(q.call_id)
-            if held is not None:
-                items.append(shown(q, _HELD, held.deadline))
-                continue
-            if q.call_id not in records:
-                records[q.call_id] = await runtime.calls.get(q.call_id)
-            record = records[q.call_id]
-            items.append(shown(q, _asker(record), record.deadline))
+        items = [
+            shown(p.question, _HELD if p.in_memory else _asker(p.method, p.target), p.deadline)
+            for p in await runtime.inbox(principal=person)
+        ]
         done = request.query_params.get("done")
         ready = request.query_params.get("ready") == "1"
         return _html(_render_list(base, person, items, done, ready))
@@ -794,7 +781,11 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
             waiting = await runtime.answer(call_id, key, chosen, round_=round_, by=person)
         except InvalidAnswerError as exc:
             kept = _submitted(fields(q.schema), form) if q.mode == "form" else None
-            return question_page(request, found, 400, values=kept, problem=str(exc).removeprefix(_FORM_PREFIX))
+            if exc.problems and kept is not None:
+                titles = {f.name: f.title for f in fields(q.schema)}
+                shown = {name: f"{titles.get(name, name)}: {'; '.join(ps)}" for name, ps in exc.problems.items()}
+                return question_page(request, found, 400, values=kept, errors=shown)
+            return question_page(request, found, 400, values=kept, problem=str(exc))
         except CallStateError:
             return gone(request, call_id)
         except UnknownCallError:

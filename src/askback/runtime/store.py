@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal, cast
 
-from sqlalchemy import Connection, Table, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection, Float, String, Table, bindparam, func, insert, or_, select, update
 
 from askback.db.migrate import Component
+from askback.db.sqlite import RawResult
 from askback.errors import CallStateError, UnknownCallError
 from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
 from askback.runtime.questions import Answer, Question, pending_questions
@@ -156,26 +158,37 @@ class CallRecord:
         return () if pending is None else pending_questions(self.id, self.round, pending)
 
 
+_LISTINGS: dict[tuple[tuple[str, ...], bool, bool, bool], Any] = {}
+
+
+def _listing(status: tuple[str, ...], by_principal: bool, by_run: bool, paged: bool) -> Any:
+    """The listing statement for one combination of filters, built once and kept (SQLite's fast path compiles a
+    statement object once), newest first so that the indexes are read backwards without a sort."""
+    key = (status, by_principal, by_run, paged)
+    found = _LISTINGS.get(key)
+    if found is None:
+        query = select(*_COLUMNS).where(or_(*(_c.status == s for s in status)))
+        if by_principal:
+            query = query.where(_c.principal == bindparam("principal"))
+        if by_run:
+            query = query.where(_c.run_id == bindparam("run_id"))
+        if paged:
+            at, last = bindparam("before_at", type_=Float), bindparam("before_id", type_=String)
+            query = query.where(or_(_c.created_at < at, (_c.created_at == at) & (_c.id < last)))
+        found = _LISTINGS[key] = query.order_by(_c.created_at.desc(), _c.id.desc()).limit(bindparam("limit"))
+    return found
+
+
+def _tuples(result: Any) -> list[tuple[Any, ...]]:
+    # SQLite's fast path hands plain tuples over without building a namespace per row; SQLAlchemy's rows are tuples.
+    return result.tuples() if isinstance(result, RawResult) else list(result.all())
+
+
 def _record(row: Any) -> CallRecord:
-    return CallRecord(
-        id=row.id,
-        run_id=row.run_id,
-        principal=row.principal,
-        server=row.server,
-        protocol=row.protocol,
-        method=row.method,
-        target=row.target,
-        arguments_json=row.arguments,
-        status=row.status,
-        round=row.round,
-        pending_json=row.pending,
-        waiting=row.waiting,
-        deadline=row.deadline,
-        result_json=row.result,
-        error=row.error,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    # The columns are selected in the record's field order (`_COLUMNS`): positional, which is what a long listing
+    # spends its time on otherwise.
+    # (SQLite's fast path gives a namespace of the same columns, in the same order.)
+    return CallRecord(*(vars(row).values() if isinstance(row, SimpleNamespace) else tuple(row)))
 
 
 def _answer(row: Any) -> Answer:
@@ -187,7 +200,8 @@ def new_call_id() -> str:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    # Never sorted: a form's properties and a round's questions keep the order the server gave them.
+    return json.dumps(value, separators=(",", ":"))
 
 
 class ParkedCalls:
@@ -244,7 +258,7 @@ class ParkedCalls:
                 conn.execute(_ADD_ROUND, {"call_id": call_id, "round": 1, "asked": pending, "asked_at": now})
 
         await self.store.transaction(write, doing="park a call")
-        return _record(_Row(row))
+        return _record(row[c.name] for c in _COLUMNS)
 
     async def get(self, call_id: str) -> CallRecord:
         """The call, or `UnknownCallError`."""
@@ -384,16 +398,38 @@ class ParkedCalls:
         run_id: str | None = None,
         status: Sequence[CallStatus] = ("parked",),
         limit: int = 1000,
+        before: tuple[float, str] | None = None,
     ) -> list[CallRecord]:
-        """Calls, newest first: by default every parked one; narrowed to one person or one run."""
-        query = select(*_COLUMNS).where(_c.status.in_(list(status)))
+        """Calls, newest first: by default parked ones; narrowed to one person or one run. At most `limit`; the next
+        page starts `before` the last one's `(created_at, id)` (`pages` walks them all)."""
+        query = _listing(tuple(status), principal is not None, run_id is not None, before is not None)
+        params: dict[str, Any] = {"limit": limit}
         if principal is not None:
-            query = query.where(_c.principal == principal)
+            params["principal"] = principal
         if run_id is not None:
-            query = query.where(_c.run_id == run_id)
-        query = query.order_by(_c.created_at.desc(), _c.id).limit(limit)
-        async with self.store.engine.connect() as conn:
-            return [_record(row) for row in (await conn.execute(query)).all()]
+            params["run_id"] = run_id
+        if before is not None:
+            params["before_at"], params["before_id"] = before
+        rows = await self.store.read(lambda conn: _tuples(conn.execute(query, params)), doing="list calls")
+        return [CallRecord(*row) for row in rows]
+
+    async def pages(
+        self,
+        *,
+        principal: str | None = None,
+        run_id: str | None = None,
+        status: Sequence[CallStatus] = ("parked",),
+        size: int = 1000,
+    ) -> AsyncIterator[list[CallRecord]]:
+        """Every matching call, newest first, `size` at a time."""
+        before: tuple[float, str] | None = None
+        while True:
+            page = await self.listing(principal=principal, run_id=run_id, status=status, limit=size, before=before)
+            if page:
+                yield page
+            if len(page) < size:
+                return
+            before = (page[-1].created_at, page[-1].id)
 
     async def count(self, *, status: CallStatus = "parked") -> int:
         async with self.store.engine.connect() as conn:
@@ -406,10 +442,3 @@ class ParkedCalls:
             lambda conn: conn.execute(_DUE, {"now": now, "limit": limit}).all(), doing="find calls to resume"
         )
         return [row.id for row in rows]
-
-
-class _Row:
-    """Attribute access over a dict, to build a `CallRecord` from what was just written."""
-
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self.__dict__.update(values)

@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from askback.errors import InvalidAnswerError, UnsafeLinkError
-from askback.runtime.forms import Field, fields, parse, validate
+from askback.runtime.forms import Field, check_field, fields, parse, validate
 from askback.runtime.questions import Answer, Mode, Question, safe_link
 
 __all__ = ["TerminalRenderer"]
@@ -251,8 +251,9 @@ def _value(field: Field, text: str, schema: Mapping[str, Any]) -> Any:
         value: Any = list(dict.fromkeys(_pick(field, part) for part in parse(field, text)))
     else:
         value = parse(field, _pick(field, text))
-    spec = (schema.get("properties") or {}).get(field.name) or {}
-    validate({"properties": {field.name: spec}}, {field.name: value})
+    wrong = check_field(field, value)
+    if wrong:
+        raise InvalidAnswerError(f"{field.title}: {'; '.join(wrong)}")
     return value
 
 

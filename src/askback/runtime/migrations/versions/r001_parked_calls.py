@@ -45,8 +45,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_askback_runtime_calls"),
     )
     op.create_index("ix_askback_runtime_calls_run_id", "askback_runtime_calls", ["run_id"])
-    op.create_index("ix_askback_runtime_calls_principal", "askback_runtime_calls", ["principal"])
-    op.create_index("ix_askback_runtime_calls_status", "askback_runtime_calls", ["status"])
+    op.create_index("ix_askback_runtime_calls_status_created", "askback_runtime_calls", ["status", "created_at", "id"])
+    op.create_index(
+        "ix_askback_runtime_calls_principal_status",
+        "askback_runtime_calls",
+        ["principal", "status", "created_at", "id"],
+    )
     op.create_table(
         "askback_runtime_answers",
         sa.Column("call_id", sa.String(64), nullable=False),
