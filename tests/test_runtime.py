@@ -434,3 +434,17 @@ def _env(tmp: Path, page: str) -> dict[str, str]:
         "RUNTIME_TEST_PAGE_DONE": str(tmp / "page-done"),
         "RUNTIME_TEST_PAGE_URL": page,
     }
+
+
+async def test_a_call_parked_in_one_runtime_resumes_in_another_on_either_database(
+    site: Site, any_database: str, request: pytest.FixtureRequest
+) -> None:
+    item = f"{_item(request)}-{any_database.split(':')[0]}"
+    async with await Runtime.open(any_database, migrate=True, renderers=[WebInbox()]) as first:
+        parked = await first.call_tool(site.url, "approve", {"item": item}, principal="ada")
+        assert isinstance(parked, Parked)
+    async with await Runtime.open(any_database, renderers=[WebInbox()]) as second:
+        [question] = await second.pending(principal="ada")
+        await second.answer(question.call_id, question.key, Answer("accept", {"ok": True}))
+        done = await second.resume(parked.call_id)
+    assert isinstance(done, Completed) and done.text == f"{item}: approved"

@@ -49,7 +49,7 @@ async def test_a_pushed_question_goes_through_an_interactive_renderer(url: str, 
 
 
 async def test_with_only_the_inbox_a_pushed_question_waits_in_memory_until_answered_here(
-    url: str, tmp_path: Path
+    url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = FrozenClock(1_900_000_000.0)
     settings = load_settings(answer_wait=600)
@@ -73,6 +73,8 @@ async def test_with_only_the_inbox_a_pushed_question_waits_in_memory_until_answe
             await rt.answer(held.call_id, held.key, Answer("accept", {"ok": False}))
         assert outcome[0].text == "held: rejected"
         assert rt.held == {}
+    said = [r for r in caplog.records if r.name == "askback.runtime" and r.levelname == "WARNING"]
+    assert len(said) == 1 and "held in this process's memory only" in said[0].getMessage()
 
 
 async def test_a_pushed_question_nobody_answers_is_cancelled_at_its_deadline(url: str, tmp_path: Path) -> None:
