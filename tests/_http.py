@@ -42,9 +42,10 @@ class Served:
 
 
 @contextmanager
-def served(database_url: str, keys: Sequence[str], *, workers: int = 3) -> Iterator[Served]:
-    """`askback serve askback.demo:server --workers N` on a free loopback port, until the block ends."""
-    env = {"ASKBACK_STATE_KEYS": ",".join(keys), "ASKBACK_DATABASE_URL": database_url}
+def served(database_url: str, keys: Sequence[str], *, workers: int = 3, answers: str = "state") -> Iterator[Served]:
+    """`askback serve askback.demo:server --workers N` on a free loopback port, until the block ends; `answers` is
+    where a flow's answers wait between rounds (ASKBACK_ANSWERS)."""
+    env = {"ASKBACK_STATE_KEYS": ",".join(keys), "ASKBACK_DATABASE_URL": database_url, "ASKBACK_ANSWERS": answers}
     with serving(DEMO, port=free_port(), workers=workers, env=env) as url:
         yield Served(url=url, database_url=database_url, keys=tuple(keys))
 

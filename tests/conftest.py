@@ -31,12 +31,20 @@ def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'askback.db'}"
 
 
+@pytest.fixture(params=["state", "server"])
+def answers_mode(request: pytest.FixtureRequest) -> str:
+    """Where a flow's answers wait between rounds: in the sealed state (the default) or in the store
+    (`ASKBACK_ANSWERS=server`). Every test of flows runs in both."""
+    mode: str = request.param
+    return mode
+
+
 @pytest.fixture
-def make_settings(db_url: str) -> Callable[..., Any]:
+def make_settings(db_url: str, answers_mode: str) -> Callable[..., Any]:
     key = secrets.token_urlsafe(32)
 
     def make(**overrides: Any) -> Any:
-        values: dict[str, Any] = {"database_url": db_url, "state_keys": key, "demo_auth": True}
+        values: dict[str, Any] = {"database_url": db_url, "state_keys": key, "demo_auth": True, "answers": answers_mode}
         values.update(overrides)
         return load_settings(**values)
 
@@ -50,12 +58,13 @@ async def demo(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIt
         yield app
 
 
-@pytest.fixture(scope="module")
-def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@pytest.fixture(scope="module", params=["state", "server"])
+def demo_server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Served]:
     """The demo over real HTTP (`askback serve askback.demo:server`, one worker, a SQLite file and a state key of its
-    own), shared by the tests of one module: each module that uses it gets its own."""
+    own), shared by the tests of one module: each module that uses it gets its own, once with the answers in the
+    sealed state and once held on the server."""
     path = tmp_path_factory.mktemp("demo-server") / "db.sqlite"
-    with served(f"sqlite:///{path}", [secrets.token_urlsafe(48)], workers=1) as server:
+    with served(f"sqlite:///{path}", [secrets.token_urlsafe(48)], workers=1, answers=request.param) as server:
         yield server
 
 

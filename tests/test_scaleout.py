@@ -45,15 +45,16 @@ def askback_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[
     return run_askback(*args, env=env, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+@pytest.fixture(scope="module", params=["state", "server"])
+def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Three instances behind nginx on PostgreSQL, with the answers in the sealed state, then held on the server."""
     with postgres() as pg:
         pg.create_database("askback")
         url = pg.url("askback")
         upgraded = askback_cli("db", "upgrade", "--database", url, env={})
         assert upgraded.returncode == 0, upgraded.stderr
         keys = secrets.token_urlsafe(48)
-        env = {"ASKBACK_DATABASE_URL": url, "ASKBACK_STATE_KEYS": keys}
+        env = {"ASKBACK_DATABASE_URL": url, "ASKBACK_STATE_KEYS": keys, "ASKBACK_ANSWERS": request.param}
         instances = [Instance(DEMO, env) for _ in range(3)]
         nginx = Nginx(tmp_path_factory.mktemp("nginx"), [i.port for i in instances])
         try:

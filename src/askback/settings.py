@@ -12,6 +12,7 @@
 | `ASKBACK_EFFECT_LEASE` | seconds after which an effect claimed by a process that never finished it is taken over | `300` |
 | `ASKBACK_MAX_PENDING_PUSHES` | 2025-11-25 questions pushed and waiting for an answer, in one process | `1000` |
 | `ASKBACK_MAX_PENDING_PUSHES_PER_SESSION` | the same, in one 2025-11-25 session | `8` |
+| `ASKBACK_ANSWERS` | where a flow's answers wait between rounds: `state` (inside the sealed `requestState`) or `server` (in the store, sealed with the state keys; the state carries only the flow's handle) | `state` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 | `ASKBACK_ANSWER_WAIT` | agent runtime: seconds a parked round waits for its answers before each unanswered question is answered `cancel` | `86400` |
 | `ASKBACK_CALL_MAX_ROUNDS` | agent runtime: rounds one call may take before the runtime gives up on it | `10` |
@@ -20,6 +21,8 @@
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,6 +47,7 @@ class Settings(BaseSettings):
     effect_lease: float = Field(default=300.0, gt=0)
     max_pending_pushes: int = Field(default=1000, ge=1)
     max_pending_pushes_per_session: int = Field(default=8, ge=1)
+    answers: Literal["state", "server"] = "state"
     demo_auth: bool = False
     # Connected accounts: the vault's own key ring (`askback vault new-key`; never the state keys), the connections
     # file, how long an authorization link stays usable, and how early a token is refreshed before it expires.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 from typing import Any
 
@@ -15,11 +16,12 @@ from opentelemetry import trace
 
 from askback.audit.event import AuditEvent
 
-__all__ = ["emit", "instance_id"]
+__all__ = ["chain_id", "emit", "instance_id"]
 
 logger = logging.getLogger("askback.audit")
 
 _INSTANCE: str | None = None
+_CHAIN: str | None = None
 
 
 def instance_id() -> str:
@@ -29,6 +31,16 @@ def instance_id() -> str:
     if _INSTANCE is None or not _INSTANCE.endswith(f":{pid}"):
         _INSTANCE = f"{socket.gethostname()}:{pid}"
     return _INSTANCE
+
+
+def chain_id() -> str:
+    """`host:pid:<random>`: the audit chain this serving process writes (see `askback.audit.chain`), new in every
+    process start and after a fork, so that no two processes ever append to one chain."""
+    global _CHAIN
+    instance = instance_id()
+    if _CHAIN is None or not _CHAIN.startswith(f"{instance}:"):
+        _CHAIN = f"{instance}:{secrets.token_hex(4)}"
+    return _CHAIN
 
 
 def emit(event: AuditEvent) -> None:

@@ -1,4 +1,5 @@
-"""Audit lines to and from database rows: the rows a round inserts, and the query an `AuditFilter` means."""
+"""Audit lines to and from database rows: the rows a round inserts, the query an `AuditFilter` means, and the
+statements that keep the audit chains (`chain`): move a chain's head, read the heads and rows back to verify."""
 
 from __future__ import annotations
 
@@ -6,16 +7,52 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, insert, or_, select
+from sqlalchemy import Select, Table, bindparam, insert, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from askback.audit.chain import CONTENT_FIELDS
 from askback.audit.event import AuditEvent, AuditFilter
 from askback.core.text import storable
-from askback.store._models import AuditRow
+from askback.store._models import AuditChainRow, AuditRow
 
-__all__ = ["INSERT", "from_row", "selecting", "to_json", "to_rows"]
+__all__ = [
+    "CHAINED_ROWS",
+    "CHAIN_ADVANCE",
+    "CHAIN_HEAD",
+    "CHAIN_HEADS",
+    "CHAIN_START",
+    "INSERT",
+    "UNCHAINED_ROWS",
+    "from_row",
+    "selecting",
+    "to_json",
+    "to_rows",
+]
 
 _AUDIT = cast(Table, AuditRow.__table__)
+_CHAINS = cast(Table, AuditChainRow.__table__)
 INSERT = insert(_AUDIT)
+
+# A chain's head row: created once per chain (a concurrent first write by another task finds it there), read
+# locked (FOR UPDATE; SQLite's write lock is already held by then), and moved on only from the seq its writer saw.
+CHAIN_START = {
+    "sqlite": sqlite_insert(_CHAINS).on_conflict_do_nothing(index_elements=["chain"]),
+    "postgresql": pg_insert(_CHAINS).on_conflict_do_nothing(index_elements=["chain"]),
+}
+CHAIN_HEAD = select(_CHAINS.c.seq, _CHAINS.c.head).where(_CHAINS.c.chain == bindparam("b_chain")).with_for_update()
+CHAIN_ADVANCE = (
+    update(_CHAINS)
+    .where(_CHAINS.c.chain == bindparam("b_chain"), _CHAINS.c.seq == bindparam("b_from"))
+    .values(seq=bindparam("b_seq"), head=bindparam("b_head"))
+)
+CHAIN_HEADS = select(_CHAINS.c.chain, _CHAINS.c.seq, _CHAINS.c.head, _CHAINS.c.started_at)
+# In the order `chain.Verifier` walks them: each chain in seq order, then the rows without a chain.
+_CHAIN_COLUMNS = [_AUDIT.c[name] for name in ("id", *CONTENT_FIELDS, "chain", "seq", "prev", "hash")]
+CHAINED_ROWS = (
+    select(*_CHAIN_COLUMNS).where(_AUDIT.c.chain.is_not(None)).order_by(_AUDIT.c.chain, _AUDIT.c.seq, _AUDIT.c.id)
+)
+UNCHAINED_ROWS = select(_AUDIT.c.id, _AUDIT.c.chain).where(_AUDIT.c.chain.is_(None)).order_by(_AUDIT.c.id)
 
 
 def to_json(value: Any, *, what: str) -> str:

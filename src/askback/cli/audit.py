@@ -1,4 +1,5 @@
-"""`askback audit`: who was asked what, who answered what, and how each flow ended, as a table or JSON lines."""
+"""`askback audit`: who was asked what, who answered what, and how each flow ended, as a table or JSON lines; and
+`askback audit verify`, which checks the audit chains for rows edited, deleted, reordered, inserted or cut off."""
 
 from __future__ import annotations
 
@@ -15,10 +16,17 @@ from askback.cli.output import UsageError, reports_errors
 
 if TYPE_CHECKING:
     from askback.audit import AuditEvent
+    from askback.audit.chain import Break, Verdict
 
 __all__ = ["register"]
 
 _EVENTS = ("asked", "answered", "completed", "replayed", "rejected")
+
+# `askback audit` lists events; `askback audit verify` checks the chains. The listing is the group's own callback,
+# so that `askback audit --tool x` keeps working.
+audit_app = typer.Typer(
+    invoke_without_command=True, no_args_is_help=False, subcommand_metavar="[COMMAND]", rich_markup_mode=None
+)
 
 
 def _parse_time(value: str | None, name: str) -> float | None:
@@ -78,6 +86,7 @@ def _audit_table(events: list[AuditEvent], *, wide: bool) -> Table:
 
 @reports_errors
 def audit(
+    ctx: typer.Context,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     principal: Annotated[str | None, typer.Option("--principal", "--user", help="Only this user.")] = None,
     flow: Annotated[str | None, typer.Option(help="Only this flow id.")] = None,
@@ -99,7 +108,11 @@ def audit(
     \b
         askback audit --database sqlite:///askback-demo.db \\
           --tool delete_project --event answered --contains billing-legacy
+
+    `askback audit verify` checks that no event was edited, deleted, reordered, inserted or cut off.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from askback.audit import AuditFilter
     from askback.cli.db import run_with_database
     from askback.settings import load_settings
@@ -141,6 +154,111 @@ def audit(
     console.print(_audit_table(events, wide=wide))
 
 
+def _break_json(found: Break) -> dict[str, object]:
+    return {k: v for k, v in found.__dict__.items() if v is not None}
+
+
+def _verdict_json(verdict: Verdict) -> str:
+    return json.dumps(
+        {
+            "ok": verdict.ok,
+            "chains": [
+                {
+                    "chain": report.head.chain,
+                    "seq": report.head.seq,
+                    "head": report.head.head,
+                    "started_at": report.head.started_at,
+                    "rows": report.rows,
+                    "ok": report.broken is None,
+                    "broken": None if report.broken is None else _break_json(report.broken),
+                }
+                for report in verdict.chains
+            ],
+            "problems": [_break_json(problem) for problem in verdict.problems],
+            "unchained": verdict.unchained,
+        },
+        sort_keys=True,
+    )
+
+
+def _print_verdict(verdict: Verdict) -> None:
+    console = Console()
+    if verdict.chains:
+        table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+        table.add_column("chain", overflow="fold")
+        table.add_column("started (UTC)", no_wrap=True)
+        table.add_column("seq", justify="right")
+        table.add_column("head", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        for report in verdict.chains:
+            started = dt.datetime.fromtimestamp(report.head.started_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+            status = "ok" if report.broken is None else report.broken.kind
+            cells = [report.head.chain, started, str(report.head.seq), report.head.head[:16], status]
+            table.add_row(*(Text(cell) for cell in cells))
+        console.print(table)
+    else:
+        console.print("no audit chains yet")
+    # soft_wrap: each finding stays one line, whole for grep and for a log collector.
+    for report in verdict.chains:
+        if report.broken is not None:
+            console.print(Text(f"broken: chain {report.head.chain}: {report.broken.message}"), soft_wrap=True)
+    for problem in verdict.problems:
+        where = f"chain {problem.chain}: " if problem.chain is not None else ""
+        console.print(Text(f"broken: {where}{problem.message}"), soft_wrap=True)
+    if verdict.unchained:
+        console.print(
+            Text(f"{verdict.unchained} row(s) unchained, written before the chain existed: not verified"),
+            soft_wrap=True,
+        )
+    rows = sum(report.rows for report in verdict.chains)
+    broken = sum(report.broken is not None for report in verdict.chains) + len(verdict.problems)
+    if broken:
+        console.print(Text(f"{broken} broken link(s) in the audit trail"), soft_wrap=True)
+    else:
+        console.print(Text(f"{len(verdict.chains)} chain(s), {rows} row(s): intact"), soft_wrap=True)
+
+
+@reports_errors
+def verify(
+    database: Annotated[
+        str | None, typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object, with every chain's full head.")] = False,
+) -> None:
+    """Check the audit chains: report the first broken link of each (a row edited, deleted, reordered, inserted by
+    hand, or a tail cut off) and print every chain's head. Exit status 1 when anything is broken.
+
+    Keep the heads somewhere the database's writers cannot reach to make a rewrite of a whole chain show:
+
+    \b
+        askback audit verify --json > audit-heads-$(date +%F).json
+    """
+    from askback.cli.db import run_with_database
+    from askback.settings import load_settings
+    from askback.store import Store
+
+    url = database or load_settings().database_url
+
+    async def run() -> Verdict:
+        store = await Store.open(url, migrate=False)
+        try:
+            return await store.verify_audit()
+        finally:
+            await store.close()
+
+    verdict = run_with_database(url, run)
+    if as_json:
+        typer.echo(_verdict_json(verdict))
+    else:
+        _print_verdict(verdict)
+    if not verdict.ok:
+        raise typer.Exit(1)
+
+
+audit_app.callback()(audit)
+audit_app.command("verify")(verify)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `audit` to `app`."""
-    app.command("audit")(audit)
+    """Add `audit` (and `audit verify`) to `app`."""
+    app.add_typer(audit_app, name="audit")

@@ -44,6 +44,7 @@ from askback.core.round import Limits
 from askback.core.text import unstorable_text
 from askback.db.migrate import Component
 from askback.errors import AskbackError, ConfigurationError, DefinitionError, InvalidParamsError
+from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
 from askback.server.round import Handler, RoundExecutor
 from askback.settings import Settings, load_settings
@@ -116,6 +117,10 @@ class Askback:
         # The SDK would otherwise install a console log handler at INFO on the root logger, whose per-line cost
         # is larger than a round's own; applications (and `askback serve`) configure logging themselves.
         mcp_options.setdefault("log_level", "WARNING")
+        # `ASKBACK_ANSWERS=server`: answers wait in the store between rounds, sealed with keys derived from the ring
+        # (opened in either mode, so that flows begun before a switch still finish).
+        self.answer_seal = AnswerSeal(keys)
+        self.hold_answers = self.settings.answers == "server"
         self.mcp: MCPServer[Any] = MCPServer(
             name, instructions=instructions, request_state_security=security, **mcp_options
         )

@@ -70,6 +70,9 @@ class RoundExecutor:
         # The round of the flow this copy claimed (it alone runs the handler), and what it answered, if it asked.
         self.claimed_round: int | None = None
         self.round_outcome: dict[str, Any] | None = None
+        # Answers held on the server (`ASKBACK_ANSWERS=server`) that this round asked to keep: (flow id, round,
+        # sealed answers, until when), written with the round's other records.
+        self.held: tuple[str, int, str, float] | None = None
         # Connected accounts as this caller sees them (when the app has them), closed when the round ends.
         self.accounts = None if app.accounts_port is None else app.accounts_port(principal)
 
@@ -107,6 +110,13 @@ class RoundExecutor:
         )
         if not isinstance(admission, decision.Run):
             return await self._carry_out(admission)
+        if state is not None and state.held:
+            # The answers wait in the store, not in the state: put them back, or end the flow if they are gone.
+            found = await store.held_answers(state.flow_id, state.round)
+            answers = None if found is None else self.app.answer_seal.open(state.flow_id, state.round, found)
+            if answers is None:
+                return await self._carry_out(decision.expired(state, self.app.limits))
+            state = self.state = replace(state, answers=answers, held=False)
         if not modern(self.ctx.protocol_version):
             return await self._run_pushing()
         return await self._attempt(state, self.ctx.input_responses)
@@ -223,9 +233,20 @@ class RoundExecutor:
             self.event(
                 "asked", flow_id=nxt.flow_id, round=nxt.round, keys=tuple(chosen.requests), mode=",".join(chosen.modes)
             )
+            sealed = nxt
+            if self.app.hold_answers and nxt.answers and modern(self.ctx.protocol_version):
+                sealed = replace(nxt, answers={}, held=True)
+                settings = self.app.settings
+                until = nxt.started + settings.flow_deadline + settings.state_grace
+                self.held = (
+                    nxt.flow_id,
+                    nxt.round,
+                    self.app.answer_seal.seal(nxt.flow_id, nxt.round, nxt.answers),
+                    until,
+                )
             asked = {
                 "inputRequests": dict(chosen.requests),
-                "requestState": nxt.encode(),
+                "requestState": sealed.encode(),
             }
             self.round_outcome = asked
             return InputRequiredResult.model_validate(asked)
@@ -314,6 +335,7 @@ class RoundExecutor:
                     at=self.now,
                     round_=self.claimed_round,
                     round_outcome=self.round_outcome,
+                    held=self.held,
                 )
                 self.written = True
             except AskbackError:

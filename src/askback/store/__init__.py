@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
@@ -30,6 +31,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from askback.audit import AuditEvent, AuditFilter
 from askback.audit import query as audit_query
+from askback.audit.chain import GENESIS, ChainHead, Verdict, Verifier, link
+from askback.audit.emit import chain_id
 from askback.db import migrate
 from askback.db.classify import is_busy, reachable
 from askback.db.engine import (
@@ -43,6 +46,7 @@ from askback.db.sqlite import RawConnection
 from askback.db.urls import normalize_database_url
 from askback.errors import ConfigurationError
 from askback.store._models import VERSION_TABLE
+from askback.store.held import HELD_ADD, HELD_FORGET, HELD_FORGET_FLOW, HELD_PRUNE, HELD_READ
 from askback.store.ledger import (
     EFFECTS,
     READ_COMPLETION,
@@ -70,6 +74,8 @@ _PG_SETUP_LOCK = 0x61736B63
 # How often a claim retries when the row it collided with vanished (released) before it could be read.
 _RACE_ATTEMPTS = 5
 
+logger = logging.getLogger("askback")
+
 
 class Store:
     """The database behind effects, rounds, completions and audit. Make one with `await Store.open(url)`."""
@@ -81,6 +87,7 @@ class Store:
         safe_url: str,
         sqlite_path: str | None = None,
         components: tuple[migrate.Component, ...] = (MIGRATIONS,),
+        audit_chain: str | None = None,
     ) -> None:
         self._engine = engine
         self._safe_url = safe_url
@@ -88,6 +95,9 @@ class Store:
         self._components = components
         self._raw: RawConnection | None = None
         self._waiters: set[anyio.Event] = set()
+        self._audit_chain = audit_chain
+        # The last committed (seq, hash) of each chain this store appended to: the head it expects to move on from.
+        self._audit_heads: dict[str, tuple[int, str]] = {}
 
     @property
     def engine(self) -> AsyncEngine:
@@ -107,12 +117,14 @@ class Store:
         migrate: bool | None = None,
         check: bool = True,
         components: tuple[migrate.Component, ...] = (MIGRATIONS,),
+        audit_chain: str | None = None,
     ) -> Store:
         """Connect, then migrate (`migrate=True`) or check that the schema is current (`migrate=False`).
 
         `migrate=None` migrates SQLite, whose file belongs to this deployment, and never PostgreSQL, whose
         schema changes only through `askback db upgrade`. `check=False` skips the check (for the upgrade itself).
-        `components` are the schema histories this store needs (the server kit's by default).
+        `components` are the schema histories this store needs (the server kit's by default). `audit_chain` names
+        the audit chain this store appends to; by default the process's own (`askback.audit.emit.chain_id`).
         """
         parsed = make_url(normalize_database_url(url))
         is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -128,6 +140,7 @@ class Store:
             safe_url=parsed.render_as_string(hide_password=True),
             sqlite_path=parsed.database if is_sqlite else None,
             components=components,
+            audit_chain=audit_chain,
         )
         try:
             if migrate:
@@ -368,12 +381,15 @@ class Store:
         at: float,
         round_: int | None = None,
         round_outcome: Any = None,
+        held: tuple[str, int, str, float] | None = None,
     ) -> Completion | None:
         """The end of a round in one transaction: record the outcomes of the effects this round ran (claims it won),
         the flow's result (first writer wins: a later one gets the recorded result back, `first=False`; skipped
         when `result` is None), the end of the round this caller claimed (`round_`: done, with the flow's result or
-        else `round_outcome`; released when it has neither, so that another copy may run it), and the round's
-        audit events. One commit instead of one per row is most of what askback costs per round."""
+        else `round_outcome`; released when it has neither, so that another copy may run it), the answers it holds
+        on the server (`held`: flow id, round, sealed answers, until when; expired ones are pruned then, and a
+        completed flow's are deleted), and the round's audit events. One commit instead of one per row is most of
+        what askback costs per round."""
         to_json = audit_query.to_json
         finished = [(name, to_json(outcome, what=f"the outcome of effect {name!r}")) for name, outcome in effects]
         stored = None if result is None else to_json(result, what=f"the result of tool {tool!r}")
@@ -382,9 +398,12 @@ class Store:
         else:
             answered = None if round_outcome is None else to_json(round_outcome, what="the outcome of the round")
         rows = audit_query.to_rows(events)
+        chain = self._audit_chain or chain_id()
+        appended: list[tuple[int, str]] = []
 
         def write(conn: Connection) -> Completion | None:
             completion: Completion | None = None
+            appended.clear()
             for name, outcome in finished:
                 params = {"b_flow_id": flow_id, "b_key": name, "b_outcome": outcome, "b_at": at}
                 conn.execute(EFFECTS.finish, params)
@@ -404,21 +423,46 @@ class Store:
                 }
                 if conn.execute(RECORD_FLOW[conn.dialect.name], values).rowcount == 1:
                     completion = Completion(json.loads(stored), first=True)
+                    conn.execute(HELD_FORGET_FLOW, {"flow_id": flow_id})
                 else:
                     existing: str = conn.execute(READ_COMPLETION, {"flow_id": flow_id}).scalar_one()
                     completion = Completion(json.loads(existing), first=False)
                     for i, row in enumerate(rows):
                         if row["event"] == "completed" and row["flow_id"] == flow_id:
                             rows[i] = {**row, "event": "replayed", "outcome": "completed"}
+            if held is not None:
+                held_flow, held_round, sealed, until = held
+                conn.execute(HELD_PRUNE, {"now": at})
+                conn.execute(HELD_FORGET, {"flow_id": held_flow, "round": held_round})
+                conn.execute(
+                    HELD_ADD, {"flow_id": held_flow, "round": held_round, "sealed": sealed, "expires_at": until}
+                )
             if rows:
-                conn.execute(audit_query.INSERT, rows)
+                appended.append(self._append_audit(conn, rows, chain))
             return completion
 
         with self._reachable("record the end of the round"):
             completion = await self._run(write)
+        self._appended(chain, appended)
         if finished or round_ is not None:
             self._settled()
         return completion
+
+    async def held_answers(self, flow_id: str, round_: int) -> str | None:
+        """The sealed answers a flow holds on the server for `round_`, or None (completed, expired, never held)."""
+        found: str | None = await self.read(
+            lambda conn: conn.execute(HELD_READ, {"flow_id": flow_id, "round": round_}).scalar(),
+            doing="read a flow's answers",
+        )
+        return found
+
+    async def prune_held(self, *, now: float) -> int:
+        """Delete the held answers of flows past their deadline (also done on every round that holds answers);
+        how many rows went."""
+        pruned: int = await self.transaction(
+            lambda conn: conn.execute(HELD_PRUNE, {"now": now}).rowcount, doing="prune expired answers"
+        )
+        return pruned
 
     # Audit ------------------------------------------------------------------------------------------------
 
@@ -427,8 +471,75 @@ class Store:
         if not events:
             return
         rows = audit_query.to_rows(events)
+        chain = self._audit_chain or chain_id()
         with self._reachable(f"write {len(rows)} audit event(s)"):
-            await self._run(lambda conn: conn.execute(audit_query.INSERT, rows))
+            head = await self._run(lambda conn: self._append_audit(conn, rows, chain))
+        self._appended(chain, [head])
+
+    def _append_audit(self, conn: Any, rows: list[dict[str, Any]], chain: str) -> tuple[int, str]:
+        """Link `rows` onto `chain` and insert them, moving the chain's head, inside the caller's transaction; the
+        new head (seq, hash), for `_appended` once the transaction has committed.
+
+        The hot path is one UPDATE of the head, from the head this store last committed, and one INSERT of the rows.
+        When that head is not the one recorded (the first write of the chain, or another task of this process
+        appended meanwhile), the head row is read under its lock and the rows linked again. Each statement on the
+        chain writes before it reads, so that SQLite's write lock is held before the head is read."""
+        known = self._audit_heads.get(chain)
+        if known is None:
+            values = {"chain": chain, "seq": 0, "head": GENESIS, "started_at": rows[0]["at"]}
+            conn.execute(audit_query.CHAIN_START[conn.dialect.name], values)
+        else:
+            linked, seq, head = link(rows, chain, *known)
+            params = {"b_chain": chain, "b_from": known[0], "b_seq": seq, "b_head": head}
+            if conn.execute(audit_query.CHAIN_ADVANCE, params).rowcount == 1:
+                conn.execute(audit_query.INSERT, linked)
+                return seq, head
+        found = conn.execute(audit_query.CHAIN_HEAD, {"b_chain": chain}).first()
+        recorded: tuple[int, str] = (found.seq, found.head)
+        start = recorded
+        if known is not None and known[0] > recorded[0]:
+            # Only someone editing the table by hand moves a head back: carry on after the rows this store wrote,
+            # so that the gap shows rather than being written over.
+            logger.warning(
+                "askback audit chain %s: its head went back from seq %d to seq %d; continuing after seq %d",
+                chain,
+                known[0],
+                recorded[0],
+                known[0],
+            )
+            start = known
+        linked, seq, head = link(rows, chain, *start)
+        params = {"b_chain": chain, "b_from": recorded[0], "b_seq": seq, "b_head": head}
+        conn.execute(audit_query.CHAIN_ADVANCE, params)
+        conn.execute(audit_query.INSERT, linked)
+        return seq, head
+
+    def _appended(self, chain: str, heads: Sequence[tuple[int, str]]) -> None:
+        """Remember the head a committed transaction left `chain` at. Tasks may commit in one order and get here in
+        another, so only a later head replaces an earlier one."""
+        for head in heads:
+            known = self._audit_heads.get(chain)
+            if known is None or known[0] < head[0]:
+                self._audit_heads[chain] = head
+
+    async def verify_audit(self) -> Verdict:
+        """Walk every audit chain and find the first broken link of each (`askback.audit.chain.Verifier`), reading
+        the heads and the rows in one snapshot, so that rounds written meanwhile do not look like tampering."""
+        with self._reachable("verify the audit trail"):
+            async with self._engine.connect() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+                async with conn.begin():
+                    heads = [
+                        ChainHead(r.chain, r.seq, r.head, r.started_at)
+                        for r in (await conn.execute(audit_query.CHAIN_HEADS)).all()
+                    ]
+                    verifier = Verifier(heads)
+                    for statement in (audit_query.CHAINED_ROWS, audit_query.UNCHAINED_ROWS):
+                        rows = await conn.stream(statement.execution_options(yield_per=1000))
+                        async for row in rows:
+                            verifier.add(row._asdict())
+        return verifier.finish()
 
     async def audit(self, flt: AuditFilter = AuditFilter()) -> list[AuditEvent]:
         """The audit events that match `flt`, oldest first."""

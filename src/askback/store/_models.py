@@ -8,10 +8,10 @@ serves SQLite and PostgreSQL alike; JSON lives in Text columns, written with sor
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Integer, MetaData, String, Text
+from sqlalchemy import Float, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["VERSION_TABLE", "AuditRow", "Base", "EffectRow", "FlowRow", "RoundRow"]
+__all__ = ["VERSION_TABLE", "AuditChainRow", "AuditRow", "Base", "EffectRow", "FlowRow", "HeldAnswersRow", "RoundRow"]
 
 # Our own name rather than Alembic's default, so that an application keeping its own Alembic history in the
 # same database does not collide with ours.
@@ -70,9 +70,13 @@ class FlowRow(Base):
 
 
 class AuditRow(Base):
-    """One audit event: a question asked, an answer given, a flow completed or a request rejected."""
+    """One audit event: a question asked, an answer given, a flow completed or a request rejected.
+
+    `chain`, `seq`, `prev` and `hash` link it into its serving process's hash chain (`askback.audit.chain`); they
+    are NULL on rows written before revision 0003."""
 
     __tablename__ = "askback_audit"
+    __table_args__ = (Index("ix_askback_audit_chain", "chain", "seq", unique=True),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     at: Mapped[float] = mapped_column(Float, index=True)
@@ -88,3 +92,31 @@ class AuditRow(Base):
     outcome: Mapped[str | None] = mapped_column(Text)
     detail: Mapped[str | None] = mapped_column(Text)
     instance: Mapped[str | None] = mapped_column(String(255))
+    chain: Mapped[str | None] = mapped_column(String(255))
+    seq: Mapped[int | None] = mapped_column(Integer)
+    prev: Mapped[str | None] = mapped_column(String(64))
+    hash: Mapped[str | None] = mapped_column(String(64))
+
+
+class AuditChainRow(Base):
+    """The head of one audit chain (one per serving process start): its last `seq` and that row's `hash`, moved
+    in the same transaction as the rows, so that a tail cut off the chain no longer matches it."""
+
+    __tablename__ = "askback_audit_chains"
+
+    chain: Mapped[str] = mapped_column(String(255), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    head: Mapped[str] = mapped_column(String(64))
+    started_at: Mapped[float] = mapped_column(Float)
+
+
+class HeldAnswersRow(Base):
+    """A flow's answers so far, sealed, kept on the server between rounds (`ASKBACK_ANSWERS=server`) instead of in
+    the `requestState` the client holds; deleted when the flow completes or expires."""
+
+    __tablename__ = "askback_held_answers"
+
+    flow_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    sealed: Mapped[str] = mapped_column(Text)
+    expires_at: Mapped[float] = mapped_column(Float, index=True)
