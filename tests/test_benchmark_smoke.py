@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "bench_flow.py"
 SCALEOUT = ROOT / "benchmarks" / "bench_scaleout.py"
 RUNTIME = ROOT / "benchmarks" / "bench_runtime.py"
+PENDING = ROOT / "benchmarks" / "bench_pending.py"
 SCALEOUT_CONFIGS = (
     "(a) askback-sqlite-1",
     "(b) askback-pg-1",
@@ -60,3 +62,24 @@ def test_runtime_benchmark_runs_quick_and_reports_listing_resume_and_memory() ->
         assert sum(line.startswith(listing) and "target" in line for line in lines) == 2, output
     assert sum(line.startswith("resume ") and "overhead" in line for line in lines) == 2, output
     assert any(line.startswith("after parking 200 ") for line in lines), output
+
+
+def test_quick_benchmark_reports_raw_http_rounds_against_both_baselines_and_a_second_askback() -> None:
+    lines, output = quick(BENCH)
+    for shape in ("write", "deploy"):
+        for ratio in ("askback/bare+ledger", "askback/bare", "askback/askback-2"):
+            assert any(line.startswith(f"raw-http  {shape} ") and f"ratio {ratio} " in line for line in lines), output
+    assert any(line.startswith("mode ") and "round 3 p50" in line for line in lines), output
+    assert sum(line.startswith("replayed final ") and "bare+ledger" in line for line in lines) == 2, output
+    assert any(line.startswith("deployments recorded: ") for line in lines), output
+    for mode in ("http", "in-memory"):
+        assert any(line.startswith(mode) and "ratio askback/bare+ledger " in line for line in lines), output
+
+
+def test_pending_benchmark_runs_quick_and_reports_growth_per_pending_question() -> None:
+    lines, output = quick(PENDING)
+    assert any(line.startswith("server: ") and "worker pid" in line for line in lines), output
+    assert sum(bool(re.match(r"mrtr +[\d,]+ pending ", line)) for line in lines) == 2, output
+    assert sum(bool(re.match(r"legacy +[\d,]+ waiting ", line)) for line in lines) == 2, output
+    assert any(line.startswith("mrtr: from ") and "per further pending question" in line for line in lines), output
+    assert any(line.startswith("legacy: from ") and "per further pending" in line for line in lines), output
