@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from mcp.server.mcpserver.exceptions import ToolError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from askback import Argument, Askback, Choice, Confirm, Flow, Settings, current_principal, load_settings
 from askback.clock import Clock
@@ -51,6 +50,16 @@ deployments = sa.Table(
     sa.Column("environment", sa.String(32), nullable=False),
     sa.Column("by", sa.String(200)),
 )
+
+# The demo's own statements, built once (the store's SQLite fast path compiles each statement object once) and run
+# through `store.transaction` / `store.read`, as a tool's own data access should be.
+_PROJECT_NAME = sa.select(projects.c.name).where(projects.c.id == sa.bindparam("id"))
+_PROJECTS = sa.select(projects.c.id, projects.c.name).order_by(projects.c.id)
+_DELETE_PROJECT = projects.delete().where(projects.c.id == sa.bindparam("id"))
+_ADD_DELETION = deletions.insert()
+_ADD_DEPLOYMENT = deployments.insert()
+_DEPLOYMENTS = sa.select(deployments.c.service, deployments.c.environment, deployments.c.by).order_by(deployments.c.id)
+_DELETIONS = sa.select(deletions.c.project_id, deletions.c.name, deletions.c.by).order_by(deletions.c.id)
 
 confirm_project = Confirm(
     key="confirm_project",
@@ -96,27 +105,28 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
                 if not exists and not deleted:
                     await conn.execute(projects.insert().values(id=project_id, name=name))
 
-    async def _engine() -> AsyncEngine:
-        return (await app.store()).engine
-
     @app.tool(asks=[confirm_project])
     async def delete_project(project_id: str, flow: Flow) -> str:
         """Delete a project. The user confirms by typing the project's name."""
-        engine = await _engine()
-        async with engine.connect() as conn:
-            name = await conn.scalar(sa.select(projects.c.name).where(projects.c.id == project_id))
+        store = await app.store()
+        name = await store.read(
+            lambda conn: conn.execute(_PROJECT_NAME, {"id": project_id}).scalar(), doing="read a project"
+        )
         if name is None:
             raise ToolError(f"unknown project id {project_id!r}; see list_projects")
         if not flow.ask(confirm_project, message=f"Type the project name to delete {project_id}.", expect=name):
             return "Cancelled: name did not match."
+        by = current_principal()
 
-        async def delete() -> str:
-            async with engine.begin() as conn:
-                await conn.execute(projects.delete().where(projects.c.id == project_id))
-                await conn.execute(deletions.insert().values(project_id=project_id, name=name, by=current_principal()))
+        def delete(conn: Any) -> str:
+            conn.execute(_DELETE_PROJECT, {"id": project_id})
+            conn.execute(_ADD_DELETION, {"project_id": project_id, "name": name, "by": by})
             return str(name)
 
-        deleted = await flow.once("delete", delete)
+        async def once() -> str:
+            return await store.transaction(delete, doing="delete a project")
+
+        deleted = await flow.once("delete", once)
         return f"Deleted {deleted}."
 
     @app.tool(asks=[pick_env, confirm_prod])
@@ -124,16 +134,14 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
         service: str, flow: Flow, environment: Literal["dev", "staging", "production"] | None = None
     ) -> str:
         """Deploy a service. Without `environment` the user picks one; production asks for confirmation."""
-        engine = await _engine()
         env = environment or flow.ask(pick_env)
         if env == "production" and not flow.ask(confirm_prod):
             return "Cancelled: production deploy not confirmed."
+        store = await app.store()
+        row = {"service": service, "environment": env, "by": current_principal()}
 
         async def record() -> str:
-            async with engine.begin() as conn:
-                await conn.execute(
-                    deployments.insert().values(service=service, environment=env, by=current_principal())
-                )
+            await store.transaction(lambda conn: conn.execute(_ADD_DEPLOYMENT, row), doing="record a deployment")
             return str(env)
 
         done = await flow.once("deploy", record)
@@ -142,18 +150,19 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
     @app.tool()
     async def list_projects() -> dict[str, Any]:
         """The projects that exist."""
-        engine = await _engine()
-        async with engine.connect() as conn:
-            rows = (await conn.execute(sa.select(projects.c.id, projects.c.name).order_by(projects.c.id))).all()
+        store = await app.store()
+        rows = await store.read(lambda conn: conn.execute(_PROJECTS).all(), doing="list projects")
         return {"projects": [{"id": r.id, "name": r.name} for r in rows]}
 
     @app.tool()
     async def list_deployments() -> dict[str, Any]:
         """Every deployment recorded, oldest first, and every deletion."""
-        engine = await _engine()
-        async with engine.connect() as conn:
-            deps = (await conn.execute(sa.select(deployments).order_by(deployments.c.id))).all()
-            dels = (await conn.execute(sa.select(deletions).order_by(deletions.c.id))).all()
+        store = await app.store()
+
+        def read(conn: Any) -> tuple[list[Any], list[Any]]:
+            return conn.execute(_DEPLOYMENTS).all(), conn.execute(_DELETIONS).all()
+
+        deps, dels = await store.read(read, doing="list deployments")
         return {
             "deployments": [{"service": r.service, "environment": r.environment, "by": r.by} for r in deps],
             "deletions": [{"project_id": r.project_id, "name": r.name, "by": r.by} for r in dels],

@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from askback.audit.emit import instance_id
 from askback.errors import AskbackError, DefinitionError, HeaderMismatchError, ProtocolVersionMissingError
+from askback.server._sdk_http import answer_modern_requests_as_json
 from askback.server.app import Askback
 from askback.server.auth import AuthPolicy, Bearer, BearerBackend, DemoTokenVerifier, Open, Signed, auth_error
 
@@ -252,6 +253,8 @@ def build_app(
     mcp_app = server.mcp.streamable_http_app(
         streamable_http_path=_MCP_PATH, stateless_http=False, json_response=json_response, host=host
     )
+    # Modern requests are answered as JSON either way (no stream to open for one answer); sessions keep theirs.
+    answer_modern_requests_as_json(server.mcp.session_manager)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "instance": instance_id()})

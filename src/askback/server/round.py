@@ -19,12 +19,14 @@ from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
 from askback.core import flow as core_flow
 from askback.core import round as decision
+from askback.core.flow import as_json
 from askback.core.state import FlowState
 from askback.db.classify import DRIVER_ERRORS, unavailable_error
-from askback.errors import AskbackError, RoundInProgressError
+from askback.errors import AskbackError, DefinitionError, RoundInProgressError
 from askback.server.effects import run_once, wait_until_settled
 from askback.server.legacy import modern, push_rounds
 from askback.store import RoundClaim, Store
+from askback.store.ledger import EffectClaim
 
 if TYPE_CHECKING:
     from askback.server.app import Askback
@@ -65,6 +67,10 @@ class RoundExecutor:
         self.state = FlowState.decode(self.plaintext) if self.plaintext is not None else None
         self.events: list[AuditEvent] = []
         self.effects: list[tuple[str, Any]] = []
+        # Effects run under this round's claim (no claim of their own), recorded done at the round's end; and the
+        # flow's effects as the ledger held them when the round was claimed.
+        self.new_effects: list[tuple[str, Any]] = []
+        self.known_effects: Mapping[str, EffectClaim] = {}
         self.written = False
         self._store: Store | None = None
         # The round of the flow this copy claimed (it alone runs the handler), and what it answered, if it asked.
@@ -154,6 +160,7 @@ class RoundExecutor:
             claim = seen
         if claim.status == "won":
             self.claimed_round = state.round
+            self.known_effects = claim.effects
             return None
         return _recorded(claim)
 
@@ -283,6 +290,25 @@ class RoundExecutor:
     async def run_effect(self, flow_id: str, name: str, effect: Callable[[], Awaitable[Any]]) -> Any:
         assert self._store is not None
         settings = self.app.settings
+        if self.claimed_round is not None and (self.state is None or flow_id == self.state.flow_id):
+            # This copy holds the round: no other attempt of this flow can run now, so an effect the ledger has not
+            # seen runs without a claim of its own and is recorded with the round's end (one transaction fewer).
+            known = self.known_effects.get(name)
+            ran = next((outcome for done, outcome in self.new_effects if done == name), _MISSING)
+            if ran is not _MISSING:
+                return ran
+            if known is not None and known.status == "done":
+                return known.outcome
+            if known is None:
+                raw = await effect()
+                try:
+                    outcome = as_json(raw)
+                except DefinitionError:
+                    # It happened: record that (so that a retry does not run it again), then report the mistake.
+                    self.new_effects.append((name, None))
+                    raise
+                self.new_effects.append((name, outcome))
+                return outcome
         return await run_once(
             self._store,
             flow_id,
@@ -302,6 +328,7 @@ class RoundExecutor:
         completion = await self._store.finish_flow(
             flow_id,
             effects=self.effects,
+            new_effects=self.new_effects,
             tool=self.tool,
             principal=self.principal,
             result=wire,
@@ -324,13 +351,14 @@ class RoundExecutor:
     async def flush(self, *, strict: bool = False) -> None:
         """Write what was not written yet (a round that asked, failed or was refused), then log and trace it.
         `strict` lets a failed write raise; otherwise it is logged, as the round is failing anyway."""
-        if not self.written and (self.events or self.effects or self.claimed_round is not None):
+        if not self.written and (self.events or self.effects or self.new_effects or self.claimed_round is not None):
             try:
                 store = self._store or await self.app.store()
                 # A round that asked records what it asked, for its copies; one that failed gives the round up.
                 await store.finish_flow(
                     self.state.flow_id if self.state else None,
                     effects=self.effects,
+                    new_effects=self.new_effects,
                     events=self.events,
                     at=self.now,
                     round_=self.claimed_round,
@@ -346,6 +374,9 @@ class RoundExecutor:
                 self.app.log_unrecorded(self)
         for ev in self.events:
             emit(ev)
+
+
+_MISSING = object()
 
 
 def _recorded(claim: RoundClaim) -> decision.Recorded:

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from askback.audit import AuditEvent, AuditFilter
 from askback.audit import query as audit_query
 from askback.audit.chain import GENESIS, ChainHead, Verdict, Verifier, link
-from askback.audit.emit import chain_id
+from askback.audit.emit import chain_id, instance_id
 from askback.db import migrate
 from askback.db.classify import is_busy, reachable
 from askback.db.engine import (
@@ -50,6 +50,7 @@ from askback.store.held import HELD_ADD, HELD_FORGET, HELD_FORGET_FLOW, HELD_PRU
 from askback.store.ledger import (
     EFFECTS,
     READ_COMPLETION,
+    RECORD_EFFECT,
     RECORD_FLOW,
     ROUND_COMPLETED,
     ROUNDS,
@@ -57,6 +58,7 @@ from askback.store.ledger import (
     EffectClaim,
     Ledger,
     RoundClaim,
+    flow_effects,
     round_claim,
 )
 
@@ -334,6 +336,7 @@ class Store:
                     params = {"b_flow_id": flow_id, "b_key": round_, "b_outcome": ROUND_COMPLETED, "b_at": at}
                     conn.execute(ROUNDS.finish, params)
                     return RoundClaim("completed", json.loads(completed))
+                return RoundClaim("won", effects=flow_effects(conn, flow_id))
             return round_claim(conn, flow_id, found)
 
         return await self._retrying_claim(claim, f"claim round {round_} of a flow", busy=RoundClaim("running"))
@@ -374,6 +377,7 @@ class Store:
         flow_id: str | None,
         *,
         effects: Sequence[tuple[str, Any]] = (),
+        new_effects: Sequence[tuple[str, Any]] = (),
         tool: str | None = None,
         principal: str | None = None,
         result: Any = None,
@@ -392,6 +396,18 @@ class Store:
         what askback costs per round."""
         to_json = audit_query.to_json
         finished = [(name, to_json(outcome, what=f"the outcome of effect {name!r}")) for name, outcome in effects]
+        ran = [
+            {
+                "flow_id": flow_id,
+                "name": name,
+                "status": "done",
+                "outcome": to_json(outcome, what=f"the outcome of effect {name!r}"),
+                "instance": instance_id(),
+                "started_at": at,
+                "finished_at": at,
+            }
+            for name, outcome in new_effects
+        ]
         stored = None if result is None else to_json(result, what=f"the result of tool {tool!r}")
         if result is not None:
             answered: str | None = ROUND_COMPLETED
@@ -407,6 +423,8 @@ class Store:
             for name, outcome in finished:
                 params = {"b_flow_id": flow_id, "b_key": name, "b_outcome": outcome, "b_at": at}
                 conn.execute(EFFECTS.finish, params)
+            if ran:
+                conn.execute(RECORD_EFFECT[conn.dialect.name], ran)
             if round_ is not None and flow_id is not None:
                 if answered is None:
                     conn.execute(ROUNDS.release, {"b_flow_id": flow_id, "b_key": round_})
@@ -444,7 +462,7 @@ class Store:
         with self._reachable("record the end of the round"):
             completion = await self._run(write)
         self._appended(chain, appended)
-        if finished or round_ is not None:
+        if finished or ran or round_ is not None:
             self._settled()
         return completion
 

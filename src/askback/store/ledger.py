@@ -12,7 +12,8 @@ than running it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from sqlalchemy import Connection, Table, bindparam, delete, select, update
@@ -21,7 +22,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from askback.store._models import EffectRow, FlowRow, RoundRow
 
-__all__ = ["Completion", "EffectClaim", "Ledger", "RoundClaim"]
+__all__ = ["RECORD_EFFECT", "Completion", "EffectClaim", "Ledger", "RoundClaim", "flow_effects"]
 
 _FLOWS = cast(Table, FlowRow.__table__)
 READ_COMPLETION = select(_FLOWS.c.result).where(_FLOWS.c.flow_id == bindparam("flow_id"))
@@ -50,6 +51,9 @@ class RoundClaim:
 
     status: Literal["won", "done", "running", "completed"]
     outcome: Any = None
+    # When 'won': the flow's effects as the ledger holds them ('done' with their outcome, or 'running'), read in the
+    # same transaction, so that the round's effects need no claim of their own (the round's claim covers them).
+    effects: Mapping[str, EffectClaim] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,26 @@ class Ledger:
 
 
 EFFECTS = Ledger(cast(Table, EffectRow.__table__), "name")
+_e = EFFECTS.table.c
+FLOW_EFFECTS = select(_e.name, _e.status, _e.outcome).where(_e.flow_id == bindparam("flow_id"))
+# An effect run under the round's claim, recorded done at the round's end (no claim row was written for it).
+RECORD_EFFECT = {
+    "sqlite": sqlite_insert(EFFECTS.table).on_conflict_do_nothing(index_elements=["flow_id", "name"]),
+    "postgresql": pg_insert(EFFECTS.table).on_conflict_do_nothing(index_elements=["flow_id", "name"]),
+}
+
+
+def flow_effects(conn: Connection, flow_id: str) -> dict[str, EffectClaim]:
+    """Every effect of the flow in the ledger, by name."""
+    found: dict[str, EffectClaim] = {}
+    for row in conn.execute(FLOW_EFFECTS, {"flow_id": flow_id}).all():
+        if row.status == "done":
+            found[row.name] = EffectClaim("done", None if row.outcome is None else json.loads(row.outcome))
+        else:
+            found[row.name] = EffectClaim("running")
+    return found
+
+
 ROUNDS = Ledger(cast(Table, RoundRow.__table__), "round")
 
 
