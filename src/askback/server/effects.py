@@ -10,6 +10,10 @@ released so that a later retry may try again. A claim whose process died mid-eff
 
 Outcomes are stored as JSON, and the handler always receives the JSON form (also on the first run), so that a
 replay and the original produce the same result.
+
+Inside a round whose claim this attempt holds (`askback.server.round`), an effect the ledger has not seen runs
+without this claim (the round's claim already excludes every other attempt of the flow) and is recorded with the
+round's end; `run_once` is for an effect found still claimed, and for calls outside a claimed round.
 """
 
 from __future__ import annotations
