@@ -359,8 +359,7 @@ class Flow:
         fresh_only: bool = False,
     ) -> Outcome[Any] | None:
         key = question.key
-        params = question.render(message=message, url=url)
-        q = digest(params)
+        params, q = question.shown(message=message, url=url)
         self._seen[key] = (params, question.mode)
 
         recorded = self.recorded.get(key)

@@ -17,7 +17,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
@@ -32,6 +32,7 @@ __all__ = ["Argument", "Choice", "Confirm", "Default", "Fallback", "Form", "Link
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
+_SHOWN_PER_QUESTION = 64
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
 
 _CREDENTIAL_PARAMS = frozenset(
@@ -78,6 +79,11 @@ class Question(Generic[T]):
     on_cancel: str | None = None
 
     mode: ClassVar[Literal["form", "url"]] = "form"
+    # What the question showed and its digest, by message: a handler asks the same questions every round, and
+    # rendering and hashing them is most of what asking costs. Not part of the question's value.
+    _shown: dict[str | None, tuple[dict[str, Any], str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not _KEY.match(self.key):
@@ -95,6 +101,21 @@ class Question(Generic[T]):
     def render(self, *, message: str | None = None, url: str | None = None) -> dict[str, Any]:
         """The `params` of the `elicitation/create` input request for this question."""
         raise NotImplementedError
+
+    def shown(self, *, message: str | None = None, url: str | None = None) -> tuple[dict[str, Any], str]:
+        """`render(...)` and its digest. Kept for questions without a per-call link (a link may carry a one-time
+        token, which is not kept); the params are shared: treat them as read-only."""
+        if url is not None:
+            params = self.render(message=message, url=url)
+            return params, digest(params)
+        found = self._shown.get(message)
+        if found is None:
+            params = self.render(message=message)
+            found = (params, digest(params))
+            if len(self._shown) >= _SHOWN_PER_QUESTION:
+                self._shown.clear()  # messages made per call (an item's name in them): keep the cache small
+            self._shown[message] = found
+        return found
 
     def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> T:
         """Validate accepted content; raises `InvalidAnswer` with a message for the user. `expect` is the value a
