@@ -46,44 +46,9 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-# npm keeps its cache under $HOME, which CI may leave unset.
-export HOME="${HOME:-$scratch/home}"
-export npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
-
-if [ -n "${PYTHON:-}" ]; then
-  py="$PYTHON"
-elif [ -n "${VIRTUAL_ENV:-}" ]; then
-  py="$VIRTUAL_ENV/bin/python"
-elif [ -x "$root/.venv/bin/python" ]; then
-  py="$root/.venv/bin/python"
-else
-  py=python3
-fi
-
-# The suite, at the version the lockfile pins. `npm ci` runs before Node 22 is put on PATH, since it replaces
-# interop/node_modules, where interop/node.sh may have installed that Node.
-installed_version() {
-  "$py" - "$here" <<'EOF'
-import json, pathlib, sys
-here = pathlib.Path(sys.argv[1])
-pkg = here / "node_modules/@modelcontextprotocol/conformance/package.json"
-lock = json.loads((here / "package-lock.json").read_text())
-wanted = lock["packages"]["node_modules/@modelcontextprotocol/conformance"]["version"]
-have = json.loads(pkg.read_text())["version"] if pkg.exists() else None
-print("ok" if have == wanted else f"want {wanted}, have {have}")
-EOF
-}
-if [ "$(installed_version)" != ok ]; then
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "conformance: npm is needed to install the suite (apt-get install npm)" >&2
-    exit 2
-  fi
-  echo "conformance: installing the suite (npm ci in interop/)" >&2
-  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2)
-fi
-PATH="$("$here/node.sh"):$PATH"
-export PATH
-suite="$here/node_modules/.bin/conformance"
+who="conformance"
+# shellcheck source=interop/suite.sh
+. "$here/suite.sh"
 
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 key="$("$py" -c 'import secrets; print(secrets.token_urlsafe(48))')"

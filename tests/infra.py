@@ -325,14 +325,16 @@ def _installed_interop_version(package: str) -> tuple[str | None, str]:
 
 @functools.cache
 def interop_node() -> Path:
-    """The Node >= 22 binary (from interop/node.sh), with interop/node_modules installed from the lockfile.
+    """The Node >= 22 binary (from interop/node.sh), with interop/node_modules installed from the lockfile (again
+    when any package interop/package.json names is missing or at another version).
 
     Like interop/conformance.sh: `npm ci` runs first, with the machine's Node, since it replaces interop/node_modules,
     where interop/node.sh may have installed Node 22."""
     env = {**os.environ, "npm_config_update_notifier": "false", "npm_config_fund": "false"}
     env.setdefault("HOME", tempfile.mkdtemp(prefix="askback-npm-home-"))  # npm's cache goes under HOME
-    have, wanted = _installed_interop_version("oidc-provider")
-    if have != wanted:
+    package = json.loads((INTEROP / "package.json").read_text())
+    missing = [name for name in package["dependencies"] if len(set(_installed_interop_version(name))) != 1]
+    if missing:
         if shutil.which("npm") is None:
             raise RuntimeError("npm is needed to install interop/node_modules (apt-get install npm)")
         installed = subprocess.run(

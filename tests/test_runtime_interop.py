@@ -28,13 +28,12 @@ import pytest
 
 from askback.runtime import Answer, Completed, Parked, Runtime, WebInbox
 from askback.testing import free_port
-from infra import INTEROP, _installed_interop_version, interop_node, wait_until
+from infra import INTEROP, interop_node, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 SDK_SERVER = Path(__file__).resolve().parent / "fixtures" / "sdk_asking_server.py"
 TS_SERVER = INTEROP / "ts-asking-server.mjs"
-TS_PACKAGE = "@modelcontextprotocol/server"
 
 # One round from a fresh process: record the answers (JSON: key -> {"action", "content"?}), resume, print the outcome.
 _STEP = """
@@ -111,19 +110,6 @@ def sdk_server() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def ts_server() -> Iterator[str]:
-    have, wanted = _installed_interop_version(TS_PACKAGE)
-    if have != wanted:  # interop_node() installs interop/ when oidc-provider is missing; this server needs its own
-        npm_home = {"HOME": os.environ.get("HOME") or tempfile.mkdtemp(prefix="askback-npm-home-")}
-        installed = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=INTEROP,
-            env={**os.environ, **npm_home},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert installed.returncode == 0, f"npm ci in interop/ failed:\n{installed.stderr[-4000:]}"
     node = interop_node()
     port = free_port()
     env = {"TS_ASKING_SERVER_STATE_KEY": os.urandom(32).hex()}

@@ -31,10 +31,10 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from askback.accounts.repository import Account
 from askback.accounts.service import AccountService, AskForKey, Failed, Redirect, SignInVerifier
+from askback.asgi import CappedBody
 from askback.errors import InvalidParamsError
 
 __all__ = ["MAX_FORM_BYTES", "PAGE_HEADERS", "DevelopmentSignIn", "pages_app"]
@@ -248,42 +248,6 @@ def _safe_next(path: str | None) -> str | None:
 # --- the app --------------------------------------------------------------------------------------------------------
 
 
-class _BodyTooLarge(HTTPException):
-    def __init__(self) -> None:
-        super().__init__(status_code=413)
-
-
-class _CappedBody:
-    """Refuses (413) a request body larger than `limit`: a declared `Content-Length` over it before anything is
-    read, and a streamed body as soon as it passes it. The refusal is raised from `receive`, inside the route, so
-    the app's error page answers it."""
-
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        too_large = declared.isdigit() and int(declared) > self.limit
-        seen = 0
-
-        async def capped() -> Message:
-            nonlocal seen
-            if too_large:
-                raise _BodyTooLarge()
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _BodyTooLarge()
-            return message
-
-        await self.app(scope, capped, send)
-
-
 def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
     """The hosted pages of `service`, to mount at `service.prefix` with an `Open()` policy:
 
@@ -378,6 +342,6 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
         routes.append(Route(DevelopmentSignIn.PATH, sign_in, methods=["GET", "POST"]))
     return Starlette(
         routes=routes,
-        middleware=[Middleware(_CappedBody, limit=MAX_FORM_BYTES)],
+        middleware=[Middleware(CappedBody, limit=MAX_FORM_BYTES)],
         exception_handlers={HTTPException: problem, Exception: problem},
     )

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
-__all__ = ["Argument", "Choice", "Confirm", "Default", "Fallback", "Form", "Link", "Question"]
+__all__ = ["Argument", "Choice", "Confirm", "Default", "Fallback", "Form", "Link", "Question", "is_loopback"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -330,7 +330,8 @@ class Choice(_FormBase[Any]):
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address) is this machine: where plain http is acceptable for development."""
     if host in _LOOPBACK_NAMES:
         return True
     try:
@@ -343,7 +344,7 @@ def check_link(url: str, *, key: str = "link") -> str:
     """Refuse links the spec forbids: not https (plain http only on loopback), credentials in userinfo or query."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if (parts.scheme == "https" and host) or (parts.scheme == "http" and _is_loopback(host)):
+    if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
         pass
     else:
         raise DefinitionError(

@@ -43,6 +43,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from askback.asgi import CappedBody
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
 from askback.runtime.calls import Claimed, Completed, Runtime
 from askback.runtime.forms import Field, check_field, fields, parse
@@ -582,41 +583,6 @@ class _PageHeaders:
         await self.app(scope, receive, with_headers)
 
 
-class _BodyTooLarge(HTTPException):
-    def __init__(self) -> None:
-        super().__init__(status_code=413)
-
-
-class _CappedBody:
-    """Refuses (413) a request body larger than `limit`, declared or streamed. Raised from `receive`, inside the
-    route, so the app's problem page answers it."""
-
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        too_large = declared.isdigit() and int(declared) > self.limit
-        seen = 0
-
-        async def capped() -> Message:
-            nonlocal seen
-            if too_large:
-                raise _BodyTooLarge()
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _BodyTooLarge()
-            return message
-
-        await self.app(scope, capped, send)
-
-
 # --- the app --------------------------------------------------------------------------------------------------------
 
 
@@ -836,7 +802,7 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(_PageHeaders), Middleware(_CappedBody, limit=_MAX_FORM_BYTES)],
+        middleware=[Middleware(_PageHeaders), Middleware(CappedBody, limit=_MAX_FORM_BYTES)],
         exception_handlers={HTTPException: problem, Exception: problem},
     )
 

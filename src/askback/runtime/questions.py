@@ -12,12 +12,12 @@ mode) and gives the host to show next to the link; the runtime never opens or fe
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from askback.core.questions import is_loopback
 from askback.errors import UnsafeLinkError
 
 __all__ = [
@@ -36,7 +36,6 @@ Mode = Literal["form", "url"]
 Action = Literal["accept", "decline", "cancel"]
 
 _ELICIT = "elicitation/create"
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
 @dataclass(frozen=True)
@@ -135,15 +134,6 @@ def resume_decision(
     return Waiting(missing)
 
 
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def safe_link(url: str, *, development: bool = False) -> str:
     """The host to show for a URL-mode question's link, or `UnsafeLinkError` when the link must not be shown as
     one: not https (plain http only on a loopback host, and only in development mode), no host, or credentials in
@@ -159,7 +149,7 @@ def safe_link(url: str, *, development: bool = False) -> str:
         raise UnsafeLinkError(f"the link to {host} carries credentials in its user-info; it is not shown as a link")
     if parts.scheme == "https":
         return host
-    if parts.scheme == "http" and _is_loopback(host):
+    if parts.scheme == "http" and is_loopback(host):
         if development:
             return host
         raise UnsafeLinkError(
