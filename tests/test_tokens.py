@@ -173,9 +173,10 @@ def resource(provider: OidcProvider) -> Iterator[Resource]:
 
 
 @pytest.fixture
-def connection(provider: OidcProvider) -> OAuthConnection:
+def connection(provider: OidcProvider, resource: Resource) -> OAuthConnection:
     return OAuthConnection(
         name="oidc",
+        origins=(resource.base,),  # where `account.http` may send the token
         client_id=provider.client_id,
         client_secret=SecretStr(provider.client_secret),
         authorize_url=provider.authorization_endpoint,
@@ -445,6 +446,7 @@ async def test_an_unreachable_provider_turns_the_account_error_once_and_a_later_
             assert (await events(store, account.id)).count("unreachable") == 1
 
             provider.reset_counters()
+            clock.advance(1)  # past the backoff after one failed refresh (1 s by default)
             fresh = await keeper.token(account)
         assert fresh.access_token != before.access_token
         back = await keeper.accounts.get(account.id)
@@ -569,7 +571,10 @@ async def test_an_api_key_is_checked_by_the_connections_request_and_sent_in_its_
     store: Store, vault: Vault, clock: FrozenClock, resource: Resource
 ) -> None:
     keyed = ApiKeyConnection(
-        name="keyed", header="X-Api-Key", validation=KeyCheck(url=f"{resource.base}/key", expected_status=200)
+        name="keyed",
+        header="X-Api-Key",
+        validation=KeyCheck(url=f"{resource.base}/key", expected_status=200),
+        origins=(resource.base,),
     )
     gone = ApiKeyConnection(
         name="gone", header="X-Api-Key", validation=KeyCheck(url=f"http://127.0.0.1:{free_port()}/key")

@@ -16,20 +16,30 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── AccountStateError           a connected account cannot go from its status to the one asked for
     ├── VaultError                  a sealed credential cannot be opened (altered, another account's, unknown key)
     ├── ProviderError               a third-party provider refused (`rejected`) or could not be reached (`unreachable`)
+    ├── CredentialOriginError       a connected account's credential was asked to go to an origin its connection
+    │                               does not declare: nothing was sent (a tool error, for the model to read)
     ├── StoreUnavailableError       -32603: the database could not be reached; safe to retry
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
     ├── InvalidParamsError          -32602: the request's arguments carry what no tool may take (HTTP 400)
-    ├── CallError                   the agent runtime: a call cannot go on
+    ├── CallError                   the agent runtime: a call cannot go on (exit 5)
     │   ├── UnknownCallError            no parked call with that id (exit 4)
     │   ├── CallStateError              the call is not waiting on that round (answered, resumed, finished)
-    │   ├── InvalidAnswerError          an answer does not fit its question's schema (HTTP 400)
+    │   ├── InvalidAnswerError          an answer does not fit its question's schema (HTTP 400, exit 2)
+    │   ├── UnansweredError             an interactive renderer got no answer (the end of its input): the
+    │   │                               question stays unanswered and its call parked
     │   ├── UnsafeLinkError             a URL question's link is not https (plain http only on loopback, in
     │   │                               development); it is never shown as a link nor opened
-    │   └── ServerRefusedError          the server answered the call with a JSON-RPC error (e.g. -32021: this
-    │                                   runtime cannot render what the question needs), or rounds ran out
-    └── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
-                                    endpoint, refused, no such tool); the command exits with status 2
+    │   ├── ServerRefusedError          the server answered the call with a JSON-RPC error (e.g. -32021: this
+    │   │                               runtime cannot render what the question needs), or rounds ran out
+    │   ├── ServerProtocolError         the server's answer cannot be read at all (not a result of the method,
+    │   │                               JSON nested too deep); a question it cannot render is parked instead
+    │   └── ServerTimeoutError          the server did not answer within the runtime's timeout; a parked call
+    │                                   stays parked as it was
+    ├── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
+    │                               endpoint, refused, no such tool); the command exits with status 2
+    └── ListenError                 `askback serve` cannot listen on its --host and --port (in use, not this
+                                    machine's address, no such host, not permitted); exit status 2
 """
 
 from __future__ import annotations
@@ -54,19 +64,24 @@ __all__ = [
     "CallError",
     "CallStateError",
     "ConfigurationError",
+    "CredentialOriginError",
     "DefinitionError",
     "EffectInProgressError",
     "HeaderMismatchError",
     "InvalidAnswerError",
     "InvalidParamsError",
     "InvalidStateError",
+    "ListenError",
     "MissingCapabilityError",
     "ProbeError",
     "ProtocolVersionMissingError",
     "ProviderError",
     "RoundInProgressError",
+    "ServerProtocolError",
     "ServerRefusedError",
+    "ServerTimeoutError",
     "StoreUnavailableError",
+    "UnansweredError",
     "UnknownCallError",
     "UnsafeLinkError",
     "VaultError",
@@ -129,15 +144,25 @@ class VaultError(AskbackError):
     """A sealed credential could not be opened. The message holds no plaintext and no key."""
 
 
+class CredentialOriginError(AskbackError):
+    """A request through a connected account's `http` client went to an origin (scheme, host, port) that its
+    connection does not declare in `origins`, or the connection declares none: the request was not sent, with or
+    without the credential. The message names the origins, never the credential."""
+
+    tool_error = True
+
+
 class ProviderError(AskbackError):
     """A connected account's provider refused a grant or a refresh (`reason` 'rejected': the person must connect
     again) or could not be reached or answered unexpectedly ('unreachable': a later attempt may work). The message
-    names the provider's error code, never a token."""
+    names the provider's error code, never a token. `retry_at`: for a connected account in ERROR, the clock time
+    before which its provider is not tried again (its backoff)."""
 
-    def __init__(self, message: str, *, reason: str, error: str | None = None) -> None:
+    def __init__(self, message: str, *, reason: str, error: str | None = None, retry_at: float | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.error = error
+        self.retry_at = retry_at
 
 
 class StoreUnavailableError(AskbackError):
@@ -201,7 +226,10 @@ class ProtocolVersionMissingError(AskbackError):
 
 
 class CallError(AskbackError):
-    """The agent runtime could not go on with a call; the message says which call and what to do."""
+    """The agent runtime could not go on with a call; the message says which call and what to do. On the command
+    line: exit status 5, apart from its children that say otherwise."""
+
+    exit_code = 5
 
 
 class UnknownCallError(CallError):
@@ -223,10 +251,16 @@ class InvalidAnswerError(CallError):
     `problems` says what is wrong with each field, by field name (empty when the answer as a whole is wrong)."""
 
     http_status = 400
+    exit_code = 2  # what was typed does not fit: a usage error
 
     def __init__(self, message: str, *, problems: dict[str, list[str]] | None = None) -> None:
         super().__init__(message)
         self.problems = problems or {}
+
+
+class UnansweredError(CallError):
+    """An interactive renderer got no answer to a question (the end of its input): raised by `ask`, it leaves the
+    question (and the rest of its round) unanswered, and the call parked for the inbox or a later run."""
 
 
 class UnsafeLinkError(CallError):
@@ -244,11 +278,28 @@ class ServerRefusedError(CallError):
         self.data = data
 
 
+class ServerProtocolError(CallError):
+    """The server answered a round with something the runtime cannot read as the method's result at all (a result
+    of the wrong shape, `inputRequests` that are not questions, JSON nested past the parser's limit). A question
+    whose form alone cannot be rendered is not this error: it is parked, shown with what is wrong, and can be
+    declined or cancelled. The message names what was wrong, never the server's text itself."""
+
+
+class ServerTimeoutError(CallError):
+    """The server did not answer within the runtime's timeout (`Runtime(timeout=...)`, `--timeout`). Nothing the
+    call had is lost: a parked call stays parked on its round with its answers, to be resumed again later."""
+
+
 class ProbeError(AskbackError):
     """`askback check` could not probe the server at all: the message says what was seen and what to change.
 
     Raised before any verdict is given (a server that answers badly gets failed checks, not this error).
     """
+
+
+class ListenError(AskbackError):
+    """`askback serve` cannot bind its address: the message names the address, what the system said and what to
+    pass instead. Raised before the server is announced, so nothing says it serves where it does not."""
 
 
 def _describe_required(required: dict[str, Any]) -> str:

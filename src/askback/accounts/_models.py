@@ -42,6 +42,13 @@ class AccountRow(Base):
     scopes: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    # The refresh claim (`askback.accounts.tokens`): who is calling the provider for this account now, and until
+    # when its claim holds (a holder that died loses it then). Both NULL when nobody is.
+    refresh_owner: Mapped[str | None] = mapped_column(String(64))
+    refresh_until: Mapped[float | None] = mapped_column(Float)
+    # The backoff of an account in ERROR: refreshes failed in a row, and when the provider may be tried again.
+    failures: Mapped[int] = mapped_column(Integer, server_default="0")
+    retry_at: Mapped[float | None] = mapped_column(Float)
 
 
 class LinkRow(Base):

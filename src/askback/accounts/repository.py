@@ -78,7 +78,7 @@ _USE_LINK = (
 _SET_STATE = (
     update(_LINKS)
     .where(_l.token_digest == bindparam("b_digest"))
-    .values(state_digest=bindparam("b_state"), verifier=bindparam("b_verifier"))
+    .values(state_digest=bindparam("b_state"), verifier=bindparam("b_verifier"), expires_at=bindparam("b_until"))
 )
 _BY_STATE = select(
     _l.token_digest,
@@ -187,16 +187,23 @@ class Accounts:
 
         return await self.store.transaction(use, doing="use an authorization link", immediate=True)
 
-    async def remember_state(self, token: str, *, state: str, sealed_verifier: str) -> None:
-        """Keep, on the link just used, the OAuth `state` (its digest) the callback must bring back and the sealed
-        PKCE verifier it will need."""
-        params = {"b_digest": digest(token), "b_state": digest(state), "b_verifier": sealed_verifier}
+    async def remember_state(self, token: str, *, state: str, sealed_verifier: str, until: float) -> None:
+        """Keep, on the link just used, the OAuth `state` (its digest) the callback must bring back, the sealed PKCE
+        verifier it will need, and `until`, when the time to come back from the provider runs out (the link's
+        `expires_at` from now on)."""
+        params = {
+            "b_digest": digest(token),
+            "b_state": digest(state),
+            "b_verifier": sealed_verifier,
+            "b_until": until,
+        }
         await self.store.transaction(lambda conn: conn.execute(_SET_STATE, params), doing="start an authorization")
 
     async def take_state(self, state: str, *, opener: str | None, now: float) -> tuple[Link, str] | Refused | None:
         """The link a callback's `state` belongs to and its sealed PKCE verifier, taken so that no second callback
         can use them. Who brings the state back is checked first (another person is refused and takes nothing),
-        then the link's expiry. `None` when the state is unknown (forged) or was already used."""
+        then the time to come back from the provider. `None` when the state is unknown (forged, or brought by another
+        browser) or was already used."""
 
         def take(conn: Connection) -> tuple[Link, str] | Refused | None:
             row = conn.execute(_BY_STATE, {"state": digest(state)}).first()
@@ -207,7 +214,7 @@ class Accounts:
             if opener != row.principal:
                 return Refused("other_user")
             if now >= row.expires_at:
-                return Refused("expired")
+                return Refused("visit_expired")
             if conn.execute(_TAKE_VERIFIER, {"b_digest": row.token_digest, "b_verifier": row.verifier}).rowcount != 1:
                 return None
             link = Link(**{k: getattr(row, k) for k in Link.__dataclass_fields__})

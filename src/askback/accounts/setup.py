@@ -84,6 +84,7 @@ class AccountsSetup:
             base_url=self.base_url,
             prefix=self.prefix,
             link_ttl=self.app.settings.link_ttl,
+            provider_visit_ttl=self.app.settings.provider_visit_ttl,
         )
 
     async def _check_vault(self, accounts: Accounts) -> None:
@@ -134,6 +135,10 @@ class _CallerAccounts:
 
     async def link(self, connection: str, label: str, flow_id: str) -> str:
         return await (await self.setup.service()).link(self._who(), connection, label=label, flow_id=flow_id)
+
+    async def recover(self, account: Any) -> Account:
+        assert isinstance(account, Account)
+        return await (await self.setup.service()).tokens.recover(account)
 
     def handle(self, account: Any) -> ConnectedAccount:
         assert self.setup._service is not None and isinstance(account, Account)

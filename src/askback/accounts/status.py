@@ -17,8 +17,8 @@
 - `ACTIVE`: a credential is in the vault and usable.
 - `EXPIRED`: the provider refused the refresh (`invalid_grant`): the person must connect again.
 - `REVOKED`: the grant was revoked (by the person, the provider or `askback accounts revoke`); the credential is gone.
-- `ERROR`: the provider could not be reached or answered unexpectedly; the reason is kept, and a later refresh may
-  bring the account back.
+- `ERROR`: the provider could not be reached or answered unexpectedly; the reason is kept, and the next call that
+  needs the token refreshes again (after a backoff, `askback.accounts.tokens`): `refreshed` brings it back.
 
 A change that is not in the table is refused with `AccountStateError`, so no status ever claims what is not true
 (an account never turns ACTIVE without a credential having been stored by `connected` or `refreshed`).

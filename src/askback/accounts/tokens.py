@@ -8,35 +8,47 @@ the database holds is one pure function, `decide`; the keeper does the I/O aroun
 Refreshing once. A provider that rotates refresh tokens (oidc-provider, Google, Microsoft...) accepts each one
 once: a second refresh with the same token is `invalid_grant`, and reuse detection then revokes the whole grant. So
 of all the callers that find an account's token expiring, in every process and instance, exactly one may call the
-provider, and the others must take what it stored. Two locks, always taken in this order and released in reverse:
+provider, and the others must take what it stored. And no database lock is held while the provider is asked: on
+SQLite that would be the database's write lock, and every other writer in every process would wait for the provider.
+So the one caller is chosen by a claim, a lease on the account's row:
 
-1. an `anyio.Lock` per account id in this keeper, so that one coroutine per process waits on the database;
-2. `Store.locked("askback.accounts.refresh:<id>")`, a transaction holding a lock on that account in the database:
-   PostgreSQL's `pg_advisory_xact_lock` (other accounts go on), SQLite's write lock taken at BEGIN IMMEDIATE.
+1. an `anyio.Lock` per account id in this keeper, so that one coroutine per process goes on to the database (the
+   others wait here, and find the fresh token when it is their turn);
+2. the claim: one short transaction sets `refresh_owner` (a fresh random id) and `refresh_until` (now + `lease`, by
+   the clock) on the account's row, only if nobody holds an unexpired claim and the row is still as the caller read
+   it (status, sealed credential, failure count). On PostgreSQL the row is locked only for that UPDATE; on SQLite
+   the write lock only for that transaction. Whoever's UPDATE changed the row won; the others read again;
+3. the winner asks the provider with no transaction open (bounded by `provider_timeout`), then writes the outcome
+   in a second short transaction: the rotated tokens, sealed (or EXPIRED / ERROR with the reason), through the
+   status table, only over the very credential and status it read, and lets the claim go in the same transaction.
+   A failure is written only while the claim is still the winner's (a holder that outlived its lease must not mark
+   ERROR an account another holder is refreshing); rotated tokens are written as long as the credential is still
+   the one read, since they are the only copy of the new refresh token;
+4. everyone else (another instance, or another keeper in this process) who finds the account claimed waits on the
+   claim, not on the database: it reads the account again every `poll` seconds (real time) until the claim is let
+   go, and takes the new token it finds. A claim whose holder died ends at `refresh_until` (by the clock; two
+   provider timeouts by default), and then the next caller takes it over.
 
-Whoever holds both re-reads the account through the locked connection and decides again: if the account changed
-since the caller first looked (its latest lifecycle event is not the one the caller saw) and now holds a fresh
-token (or, forced, another token than the one the caller used), that is the answer and the provider is not called;
-if the change was a failed attempt (ERROR), the caller shares that failure instead of trying again at once. Only
-otherwise is the provider called, and its answer (the rotated tokens, sealed; or EXPIRED / ERROR with the reason)
-is written through that same locked connection, and committed, before the locks are let go. The next holder
-therefore always sees it: single-flight. (After the in-process lock a plain read comes first, so the callers that
-queued in this process behind a refresh do not each take the database lock just to find it done.)
+After waiting, a caller decides again: if the account changed since the caller first looked (its latest lifecycle
+event is not the one the caller saw) and now holds a fresh token (or, forced, another token than the one the
+caller used), that is the answer and the provider is not called; if the change was a failed attempt (ERROR), the
+caller shares that failure instead of trying again at once. A reconnect (`Accounts.change`, which takes no claim)
+is never overwritten: every write of the keeper is conditional on the credential it read.
 
-The status change is the one `Accounts.change` makes (the status table, the credential, a lifecycle event), written
-with the account's status and stored credential as they were read under the lock as its condition: on PostgreSQL an
-instance's `Accounts.change` (a reconnect) takes no advisory lock, and its change is then never overwritten.
+ERROR recovers by itself, without hammering a provider that is down. A refresh that fails for any reason but the
+provider's refusal of the grant (`invalid_grant`: EXPIRED, the person must connect again) turns the account ERROR
+and sets `retry_at`: `backoff.first` seconds after the first failure, doubling with each failure in a row, at most
+`backoff.cap`. Until then every caller, in every instance, gets `ProviderError` 'unreachable' saying when the
+provider is tried again, and the provider is not contacted; the first call after it refreshes, and a refresh that
+works brings the account back to ACTIVE and clears the backoff.
 
-It cannot deadlock. The in-process lock is only ever taken before the database one. While holding the database
-lock the keeper does exactly three things: statements on the locked connection itself (never another transaction:
-`Accounts.change` would open one, and on SQLite that write would wait for our own write lock, which is why the
-status change is written here and not through `Accounts`), the provider request (bounded by `PROVIDER_TIMEOUT`), and
-pure work (the vault, `decide`). It never waits for another account's lock or another connection. On SQLite every
-other writer in every process waits for the refresh's one provider round trip (their busy timeout is 10 s, the
-provider's time is bounded at 5 s); on PostgreSQL only that account's refreshers wait.
+It cannot deadlock: the in-process lock is always taken first, and no transaction is ever open while the keeper
+waits for the provider or for another's claim.
 
-The provider request, the write and the commit run shielded from cancellation: a caller that goes away after the
-provider rotated the refresh token must not drop the only copy of the new one.
+From the claim to the outcome's write the keeper runs shielded from cancellation: a caller that goes away after the
+provider rotated the refresh token must not drop the only copy of the new one, nor leave its claim behind.
+
+Revoking takes the same claim, so that no refresh can store new tokens behind it.
 
 Handing out a token that needs no refresh is one read of the account's row (status, sealed credential, version) and
 one vault open; callers asking for one account at the same moment share the read.
@@ -44,9 +56,12 @@ one vault open; callers asking for one account at the same moment share the read
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import re
+import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Generator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -56,8 +71,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 import sqlalchemy as sa
-from sqlalchemy import Table, bindparam, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Table, bindparam, func, or_, select, update
 
 from askback.accounts._models import AccountEventRow, AccountRow
 from askback.accounts.connections import (
@@ -69,6 +83,7 @@ from askback.accounts.connections import (
     TokenTypeHint,
     api_key_headers,
     key_check_request,
+    origin,
     refresh_request,
     revocation_request,
     token_request,
@@ -77,10 +92,11 @@ from askback.accounts.repository import KEEP, Account, Accounts, apply_change
 from askback.accounts.status import Event, Status, transition
 from askback.accounts.vault import Vault
 from askback.clock import Clock
-from askback.errors import AccountStateError, AskbackError, ConfigurationError, ProviderError
+from askback.errors import AccountStateError, AskbackError, ConfigurationError, CredentialOriginError, ProviderError
 
 __all__ = [
     "PROVIDER_TIMEOUT",
+    "Backoff",
     "ConnectedAccount",
     "Held",
     "Lapse",
@@ -95,8 +111,8 @@ __all__ = [
 
 logger = logging.getLogger("askback.accounts")
 
-# The longest one request to a provider may take, connecting included. A refresh holds the account's database lock
-# (on SQLite the database's write lock) for that long at most, so it stays well below SQLite's 10 s busy timeout.
+# The longest one request to a provider may take, connecting included (`TokenKeeper(provider_timeout=...)`). A refresh
+# claim lasts twice as long, so that only a holder that died loses it.
 PROVIDER_TIMEOUT = 5.0
 
 
@@ -156,6 +172,16 @@ class Held:
     version: int
     sealed: str | None = field(default=None, repr=False, compare=False)
     """The credential as stored (the vault's ciphertext): a change is written only over this very one."""
+    failures: int = 0
+    """Refreshes that failed in a row (an account in ERROR)."""
+    retry_at: float | None = None
+    """An account in ERROR: the clock time before which its provider is not asked again (the backoff)."""
+    claimed_until: float | None = None
+    """When the refresh claim someone holds on the account expires; `None` when nobody holds one."""
+
+    def claimed(self, now: float) -> bool:
+        """Someone holds an unexpired refresh claim on the account: they are asking the provider now."""
+        return self.claimed_until is not None and now < self.claimed_until
 
 
 @dataclass(frozen=True)
@@ -168,7 +194,7 @@ class Use:
 
 @dataclass(frozen=True)
 class Refresh:
-    """Call the provider with this refresh token (only while holding both locks)."""
+    """Call the provider with this refresh token (only while holding the account's refresh claim)."""
 
     tokens: TokenSet
     kind: Literal["refresh"] = "refresh"
@@ -176,7 +202,7 @@ class Refresh:
 
 @dataclass(frozen=True)
 class Lapse:
-    """The access token has expired and there is no refresh token: the account is EXPIRED (only under the locks)."""
+    """The access token has expired and there is no refresh token: the account is EXPIRED."""
 
     kind: Literal["lapse"] = "lapse"
 
@@ -199,9 +225,10 @@ def decide(
     first look) at clock time `now`.
 
     A token expiring within `leeway` seconds is refreshed; so is one of an account in ERROR (a refresh is what brings
-    it back). `force` (a resource answered 401) refreshes unless the held access token is no longer the one `seen`.
-    When the account changed since `seen`, someone else acted while this caller waited for the lock: their fresh
-    token is used, their failure (ERROR) shared, rather than calling the provider again."""
+    it back), once its backoff (`retry_at`) has passed: before that, the provider is not asked. `force` (a resource
+    answered 401) refreshes unless the held access token is no longer the one `seen`. When the account changed since
+    `seen`, someone else acted while this caller waited: their fresh token is used, their failure (ERROR) shared,
+    rather than calling the provider again."""
     if held is None:
         return Refuse(AccountStateError(f"There is no connected account {account_id!r}; connect the account first."))
     if held.status not in _USABLE or held.tokens is None:
@@ -209,14 +236,7 @@ def decide(
     tokens = held.tokens
     if seen is not None and held.version != seen.version:
         if held.status is Status.ERROR:
-            why = held.reason or "the provider could not be reached"
-            return Refuse(
-                ProviderError(
-                    f"Connected account {account_id!r} could not be refreshed just now: {why}. Nothing was sent "
-                    "again; try again in a moment.",
-                    reason="unreachable",
-                )
-            )
+            return Refuse(_backing_off(account_id, held, now, shared=True))
         if force:
             if seen.tokens is None or tokens.access_token != seen.tokens.access_token:
                 return Use(tokens)
@@ -229,7 +249,25 @@ def decide(
         return Use(tokens)
     if tokens.refresh_token is None:
         return Lapse() if _expired(tokens, now) else Use(tokens)
+    if held.status is Status.ERROR and held.retry_at is not None and now < held.retry_at:
+        return Refuse(_backing_off(account_id, held, now, shared=False))
     return Refresh(tokens)
+
+
+def _backing_off(account_id: str, held: Held, now: float, *, shared: bool) -> ProviderError:
+    why = (held.reason or "the provider could not be reached").rstrip(". ")
+    if shared:
+        head = f"Connected account {account_id!r} could not be refreshed just now, while this call waited ({why})."
+    else:
+        head = f"Connected account {account_id!r} is ERROR: its last refresh failed ({why})."
+    if held.retry_at is not None and held.retry_at > now:
+        tail = (
+            f" Its provider is not asked again for {math.ceil(held.retry_at - now)} s, so nothing was sent for this "
+            "call; the first call after that refreshes it."
+        )
+    else:
+        tail = " Nothing was sent again for this call; the next call that needs it asks its provider again."
+    return ProviderError(head + tail, reason="unreachable", retry_at=held.retry_at)
 
 
 def _expiring(tokens: TokenSet, now: float, leeway: float) -> bool:
@@ -297,18 +335,34 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return document
 
 
+@dataclass(frozen=True)
+class Backoff:
+    """How long an account in ERROR waits before its provider is asked again: `first` seconds after the first
+    refresh that failed, twice as long after each further failure in a row, never more than `cap` seconds."""
+
+    first: float = 1.0
+    cap: float = 300.0
+
+    def delay(self, failures: int) -> float:
+        """The wait after the `failures`-th failure in a row (the first is 1)."""
+        return min(self.cap, self.first * 2.0 ** min(max(failures - 1, 0), 64))
+
+
 # --- the keeper -----------------------------------------------------------------------------------------------------
 
 _ACCOUNTS = cast(Table, AccountRow.__table__)
 _EVENTS = cast(Table, AccountEventRow.__table__)
 _a, _e = _ACCOUNTS.c, _EVENTS.c
 
-# One read gives the decision all it needs: status, reason, the sealed credential and the account's version.
+_CLAIM_COLUMNS = (_a.failures, _a.retry_at, _a.refresh_owner, _a.refresh_until)
+# One read gives the decision all it needs: status, reason, the sealed credential, the account's version, its
+# backoff and who holds its refresh claim.
 _HELD = select(
     _a.status,
     _a.reason,
     _a.credential,
     select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
+    *_CLAIM_COLUMNS,
 ).where(_a.id == bindparam("id"))
 # The same read for every account asked for in one moment (PostgreSQL: one query instead of one per account).
 _HELD_MANY = select(
@@ -317,15 +371,46 @@ _HELD_MANY = select(
     _a.reason,
     _a.credential,
     select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
+    *_CLAIM_COLUMNS,
 ).where(_a.id.in_(bindparam("ids", expanding=True)))
 _VERSION = select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == bindparam("id"))
+_AS_READ = select(_a.status, _a.credential).where(_a.id == bindparam("id"))
+# The refresh claim: taken only when nobody holds an unexpired one and the row is still as the claimant read it
+# (every outcome the keeper writes changes the status, the credential or the failure count), so that a caller who
+# read before another's refresh finished cannot claim and refresh again with a used refresh token.
+_CLAIM = (
+    update(_ACCOUNTS)
+    .where(
+        _a.id == bindparam("b_id"),
+        _a.status == bindparam("b_status"),
+        _a.credential.is_not_distinct_from(bindparam("b_was")),
+        _a.failures == bindparam("b_failures"),
+        or_(_a.refresh_owner.is_(None), _a.refresh_until <= bindparam("b_now")),
+    )
+    .values(refresh_owner=bindparam("b_owner"), refresh_until=bindparam("b_until"))
+)
+_RELEASE = (
+    update(_ACCOUNTS)
+    .where(_a.id == bindparam("b_id"), _a.refresh_owner == bindparam("b_owner"))
+    .values(refresh_owner=None, refresh_until=None)
+)
+_SET_BACKOFF = (
+    update(_ACCOUNTS)
+    .where(_a.id == bindparam("b_id"))
+    .values(failures=bindparam("b_failures"), retry_at=bindparam("b_retry_at"))
+)
 
 
 class TokenKeeper:
     """The tokens of connected accounts: exchange, use, refresh (once for everyone), revoke.
 
     `leeway`: a token that expires within this many seconds (by `clock`) is refreshed before it is handed out.
-    `http`: the client to reach providers with (one of the keeper's own, closed by `aclose`, when not given)."""
+    `http`: the client to reach providers with (one of the keeper's own, closed by `aclose`, when not given).
+    `backoff`: how long an account in ERROR waits, after each failed refresh, before its provider is asked again.
+    `provider_timeout`: the longest one request to a provider may take (real time), connecting included.
+    `lease`: how long a refresh claim holds (by `clock`) before a claim whose holder died may be taken over; twice
+    `provider_timeout` by default. `poll`: how often (real time) a caller waiting on another instance's claim looks
+    whether it has ended."""
 
     def __init__(
         self,
@@ -336,12 +421,20 @@ class TokenKeeper:
         clock: Clock,
         leeway: float = 60.0,
         http: httpx.AsyncClient | None = None,
+        backoff: Backoff = Backoff(),
+        provider_timeout: float = PROVIDER_TIMEOUT,
+        lease: float | None = None,
+        poll: float = 0.05,
     ) -> None:
         self.accounts = accounts
         self.vault = vault
         self.connections = connections
         self.clock = clock
         self.leeway = leeway
+        self.backoff = backoff
+        self.provider_timeout = provider_timeout
+        self.lease = 2 * provider_timeout if lease is None else lease
+        self.poll = poll
         self._http = http
         self._own_http: httpx.AsyncClient | None = None
         self._locks = _Locks()
@@ -379,7 +472,7 @@ class TokenKeeper:
             return
         method, url, headers = key_check_request(connection, key)
         try:
-            with anyio.fail_after(PROVIDER_TIMEOUT):
+            with anyio.fail_after(self.provider_timeout):
                 response = await self._client().request(method, url, headers=headers)
         except (httpx.HTTPError, TimeoutError) as exc:
             raise ProviderError(
@@ -402,8 +495,9 @@ class TokenKeeper:
 
     async def token(self, account: Account) -> TokenSet:
         """The account's current tokens from the vault, refreshed first when they expire within `leeway` seconds (or
-        when the account is in ERROR: a refresh may bring it back). An account in another status than ACTIVE or
-        ERROR is `AccountStateError`. For an API key account: the key as `access_token`, never refreshed."""
+        when the account is in ERROR and its backoff has passed: a refresh may bring it back; before that,
+        `ProviderError` 'unreachable' saying when). An account in another status than ACTIVE or ERROR is
+        `AccountStateError`. For an API key account: the key as `access_token`, never refreshed."""
         return (await self._usable(account))[1]
 
     async def refresh(self, account: Account, *, force: bool = False) -> TokenSet:
@@ -414,6 +508,24 @@ class TokenKeeper:
         connection = self.connections[account.connection]
         seen = await self._read(account.id, connection, join=False)
         return (await self._refresh(account, connection, seen=seen, force=force))[1]
+
+    async def recover(self, account: Account) -> Account:
+        """Try an account in ERROR again, as the next call that needs its token would: a refresh (once its backoff
+        has passed) that works brings it back to ACTIVE, and the provider's refusal of the grant (`invalid_grant`)
+        turns it EXPIRED; either way the account is returned as it then is. A provider that still cannot be reached,
+        or whose backoff has not passed, is `ProviderError` 'unreachable' (the account stays ERROR): the person is
+        not asked to connect again for an outage. An account with no credential to try (its authorization failed)
+        and an account in another status are returned as they are."""
+        if account.status is not Status.ERROR:
+            return account
+        try:
+            await self._usable(account)
+        except AccountStateError:
+            pass  # nothing to refresh with: connecting again is the only way back
+        except ProviderError as exc:
+            if exc.reason != "rejected":
+                raise
+        return await self.accounts.get(account.id) or account
 
     def auth(self, account: Account) -> httpx.Auth:
         """An `httpx.Auth` (for an `httpx.AsyncClient`) that puts the account's credential on each request when it is
@@ -433,20 +545,26 @@ class TokenKeeper:
         """Revoke the grant at the provider (RFC 7009; the refresh token, which revokes the grant, and the access
         token only when there is no refresh token or its revocation was not accepted), when the connection has a
         revocation endpoint; then turn the account REVOKED, which deletes the credential. A provider that cannot be
-        reached is logged and the credential deleted all the same. Runs under the refresh locks, so that no refresh
-        stores new tokens behind it."""
+        reached is logged and the credential deleted all the same. Takes the account's refresh claim (waiting for a
+        refresh under way to end), so that no refresh stores new tokens behind it."""
         connection = self.connections[account.connection]
-        async with self._locks.hold(account.id), self.accounts.store.locked(_lock_key(account.id)) as conn:
-            with anyio.CancelScope(shield=True):
-                held = await self._read_locked(conn, account.id, connection)
+        async with self._locks.hold(account.id):
+            while True:
+                held = await self._read(account.id, connection, join=False)
                 if held is None:
                     raise AccountStateError(f"There is no connected account {account.id!r}.")
                 transition(held.status, Event.REVOKED)  # refused before anything is sent
-                if isinstance(connection, OAuthConnection) and held.tokens is not None:
-                    await self._revoke_at_provider(account, connection, held.tokens)
-                now = self.clock.now()
-                await conn.run_sync(lambda sync: _change(sync, account.id, held, Event.REVOKED, now=now))
-                await conn.commit()
+                if held.claimed(self.clock.now()):
+                    await self._await_claim(held)
+                    continue
+                with anyio.CancelScope(shield=True):
+                    async with self._claim(account.id, held) as claim:
+                        if claim is None:
+                            continue  # someone was quicker: look again
+                        if isinstance(connection, OAuthConnection) and held.tokens is not None:
+                            await self._revoke_at_provider(account, connection, held.tokens)
+                        if await self._write(claim, held, Event.REVOKED) is not None:
+                            break
         logger.info("connected account revoked", extra={"account_id": account.id, "connection": account.connection})
 
     # -- internals --
@@ -455,7 +573,7 @@ class TokenKeeper:
         if self._http is not None:
             return self._http
         if self._own_http is None:
-            self._own_http = httpx.AsyncClient(timeout=PROVIDER_TIMEOUT, follow_redirects=False)
+            self._own_http = httpx.AsyncClient(timeout=self.provider_timeout, follow_redirects=False)
         return self._own_http
 
     async def _usable(self, account: Account) -> tuple[Held, TokenSet]:
@@ -474,52 +592,42 @@ class TokenKeeper:
     async def _refresh(
         self, account: Account, connection: Connection, *, seen: Held | None, force: bool
     ) -> tuple[Held, TokenSet]:
-        outcome: Held | AskbackError
+        outcome: Held | AskbackError | None = None
         async with self._locks.hold(account.id):
-            # Another coroutine of this process may have refreshed while this one waited: a plain read tells.
-            held = await self._read(account.id, connection, join=False)
-            step = decide(account.id, held, seen=seen, now=self.clock.now(), leeway=self.leeway, force=force)
-            if isinstance(step, Refresh | Lapse):
-                async with self.accounts.store.locked(_lock_key(account.id)) as conn:
+            while outcome is None:
+                # Another coroutine or instance may have refreshed while this one waited: a plain read tells.
+                held = await self._read(account.id, connection, join=False)
+                now = self.clock.now()
+                step = decide(account.id, held, seen=seen, now=now, leeway=self.leeway, force=force)
+                if isinstance(step, Use | Refuse):
+                    outcome = _settled(held, step)
+                    break
+                assert held is not None
+                if isinstance(step, Lapse):
+                    outcome = await self._lapse(account, held)
+                elif held.claimed(now):
+                    await self._await_claim(held)
+                else:
                     # The hazard: once the provider has rotated the refresh token, the only copy of the new one is
-                    # in this task until the commit; a cancelled caller must not take it down with it.
+                    # in this task until it is written; a cancelled caller must not take it down with it.
                     with anyio.CancelScope(shield=True):
-                        held = await self._read_locked(conn, account.id, connection)
-                        step = decide(
-                            account.id, held, seen=seen, now=self.clock.now(), leeway=self.leeway, force=force
-                        )
-                        outcome = await self._act(conn, account, connection, held, step)
-                        await conn.commit()
-            else:
-                outcome = _settled(held, step)
+                        async with self._claim(account.id, held) as claim:
+                            if claim is not None:
+                                assert isinstance(connection, OAuthConnection)
+                                outcome = await self._refresh_claimed(claim, account, connection, held, step)
+                # `None`: someone else was quicker, or the account changed meanwhile (a reconnect): look again.
         if isinstance(outcome, AskbackError):
             raise outcome
         assert outcome.tokens is not None
         return outcome, outcome.tokens
 
-    async def _act(
-        self,
-        conn: AsyncConnection,
-        account: Account,
-        connection: Connection,
-        held: Held | None,
-        step: Use | Refresh | Lapse | Refuse,
-    ) -> Held | AskbackError:
-        """Carry out the decision made under both locks, writing through the locked connection: the account as it
-        now is, with the tokens to hand out, or the error to raise."""
-        if isinstance(step, Use | Refuse):
-            return _settled(held, step)
-        assert held is not None
-        before, now = held, self.clock.now()
-        if isinstance(step, Lapse):
-            reason = "the access token expired and the provider issued no refresh token"
-            await conn.run_sync(lambda sync: _change(sync, account.id, before, Event.REJECTED, now=now, reason=reason))
-            return ProviderError(
-                f"Connected account {account.id!r} can no longer be used: {reason}. It is now EXPIRED; the person must "
-                "connect it again.",
-                reason="rejected",
-            )
-        assert isinstance(connection, OAuthConnection) and step.tokens.refresh_token is not None
+    async def _refresh_claimed(
+        self, claim: _Claim, account: Account, connection: OAuthConnection, held: Held, step: Refresh
+    ) -> Held | AskbackError | None:
+        """Ask the provider for new tokens, holding the claim and no transaction, then write what it answered. `None`
+        when nothing could be written because the account changed meanwhile."""
+        assert step.tokens.refresh_token is not None
+        now = self.clock.now()
         try:
             body = await self._token_call(
                 refresh_request(connection, step.tokens.refresh_token),
@@ -527,20 +635,21 @@ class TokenKeeper:
                 doing=f"refresh connected account {account.id!r}",
             )
         except ProviderError as exc:
-            return await self._refresh_failed(conn, account, before, exc, now=now)
+            return await self._refresh_failed(claim, account, held, exc)
         fresh = TokenSet.from_response(body, now=now, previous=step.tokens)
         sealed = self.vault.seal(account.id, fresh.to_vault())
-        version = await conn.run_sync(
-            lambda sync: _change(
-                sync, account.id, before, Event.REFRESHED, now=now, credential=sealed, expires_at=fresh.expires_at
-            )
+        version = await self._write(
+            claim, held, Event.REFRESHED, credential=sealed, expires_at=fresh.expires_at, failures=0, retry_at=None
         )
+        if version is None:
+            return None
         logger.info("connected account refreshed", extra={"account_id": account.id, "connection": account.connection})
         return Held(Status.ACTIVE, None, fresh, version, sealed=sealed)
 
     async def _refresh_failed(
-        self, conn: AsyncConnection, account: Account, before: Held, exc: ProviderError, *, now: float
-    ) -> ProviderError:
+        self, claim: _Claim, account: Account, before: Held, exc: ProviderError
+    ) -> ProviderError | None:
+        failures, retry_at = 0, None
         if exc.reason == "rejected" and exc.error == "invalid_grant":
             event = Event.REJECTED
             reason = "the provider refused the refresh token (invalid_grant): the grant was revoked or has expired"
@@ -550,26 +659,140 @@ class TokenKeeper:
                 error=exc.error,
             )
         else:
-            # Any other refusal (invalid_client, a bad answer) is not the person's grant failing: a fixed
-            # configuration or a later attempt may work, so the account is ERROR, not EXPIRED.
+            # Any other failure (an outage, a 5xx or 429, a body that is not OAuth, a timeout, even invalid_client) is
+            # not the person's grant failing: a later attempt or a fixed configuration may work, so the account is
+            # ERROR, not EXPIRED, and the provider is left alone for a while.
             event = Event.UNREACHABLE
             reason = str(exc)
+            failures = (before.failures if before.status is Status.ERROR else 0) + 1
+            wait = self.backoff.delay(failures)
+            retry_at = self.clock.now() + wait
             error = ProviderError(
                 f"Connected account {account.id!r} could not be refreshed: {reason} The account is ERROR until a "
-                "refresh succeeds.",
+                f"refresh succeeds; its provider is tried again in {math.ceil(wait)} s, by the first call that needs "
+                "it.",
                 reason="unreachable",
                 error=exc.error,
+                retry_at=retry_at,
             )
-        await conn.run_sync(lambda sync: _change(sync, account.id, before, event, now=now, reason=reason))
+        written = await self._write(
+            claim, before, event, reason=reason, failures=failures, retry_at=retry_at, needs_claim=True
+        )
+        if written is None:
+            return None
         logger.warning(
             "connected account refresh failed",
             extra={"account_id": account.id, "connection": account.connection, "error": exc.error, "event": event},
         )
         return error
 
+    async def _lapse(self, account: Account, held: Held) -> ProviderError | None:
+        reason = "the access token expired and the provider issued no refresh token"
+        if await self._write(None, held, Event.REJECTED, reason=reason, account_id=account.id) is None:
+            return None
+        return ProviderError(
+            f"Connected account {account.id!r} can no longer be used: {reason}. It is now EXPIRED; the person must "
+            "connect it again.",
+            reason="rejected",
+        )
+
+    @asynccontextmanager
+    async def _claim(self, account_id: str, held: Held) -> AsyncIterator[_Claim | None]:
+        """The account's refresh claim, taken in one short transaction if nobody holds it and the account is still
+        as `held` (`None` otherwise), and let go at the end unless the outcome's write did."""
+        claim = _Claim(account_id, secrets.token_urlsafe(12))
+        now = self.clock.now()
+        params = {
+            "b_id": account_id,
+            "b_status": held.status.value,
+            "b_was": held.sealed,
+            "b_failures": held.failures,
+            "b_now": now,
+            "b_owner": claim.owner,
+            "b_until": now + self.lease,
+        }
+        won = await self.accounts.store.transaction(
+            lambda conn: conn.execute(_CLAIM, params).rowcount == 1,
+            doing=f"claim the refresh of account {account_id!r}",
+            immediate=True,
+        )
+        try:
+            yield claim if won else None
+        finally:
+            if won and not claim.released:
+                # Left behind, the claim would only make others wait for it to expire.
+                with contextlib.suppress(AskbackError):
+                    await self.accounts.store.transaction(
+                        lambda conn: conn.execute(_RELEASE, {"b_id": account_id, "b_owner": claim.owner}),
+                        doing=f"let go of the refresh claim of account {account_id!r}",
+                    )
+
+    async def _write(
+        self,
+        claim: _Claim | None,
+        before: Held,
+        event: Event,
+        *,
+        account_id: str | None = None,
+        reason: str | None = None,
+        credential: Any = KEEP,
+        expires_at: float | None = None,
+        failures: int = 0,
+        retry_at: float | None = None,
+        needs_claim: bool = False,
+    ) -> int | None:
+        """Write an outcome in one short transaction: the status change through the table (`Accounts.change`'s,
+        with its lifecycle event), only over the status and credential `before` held, so that a reconnect made
+        meanwhile is never overwritten; the backoff; and the claim let go. `needs_claim`: only while the claim is
+        still this caller's. Returns the account's new version, or `None` when nothing was written."""
+        if account_id is None:
+            assert claim is not None
+            account_id = claim.account_id
+        now = self.clock.now()
+
+        def write(conn: sa.Connection) -> int | None:
+            if claim is not None:
+                kept = conn.execute(_RELEASE, {"b_id": account_id, "b_owner": claim.owner}).rowcount == 1
+                if needs_claim and not kept:
+                    return None
+            row = conn.execute(_AS_READ, {"id": account_id}).first()
+            if row is None or row.status != before.status.value or row.credential != before.sealed:
+                return None
+            apply_change(
+                conn,
+                account_id,
+                before.status,
+                event,
+                now=now,
+                reason=reason,
+                credential=credential,
+                expires_at=expires_at,
+                was=before.sealed,
+            )
+            conn.execute(_SET_BACKOFF, {"b_id": account_id, "b_failures": failures, "b_retry_at": retry_at})
+            return int(conn.execute(_VERSION, {"id": account_id}).scalar_one())
+
+        try:
+            version = await self.accounts.store.transaction(
+                write, doing=f"record the {event.value} of account {account_id!r}", immediate=True
+            )
+        except AccountStateError:
+            return None  # changed between the check and the write (PostgreSQL, where the claim was lost)
+        if claim is not None:
+            claim.released = True
+        return version
+
+    async def _await_claim(self, held: Held) -> None:
+        """Wait on a refresh claim another instance (or another keeper of this process) holds, never on the
+        database: until it may have ended (looked at again every `poll` seconds) or until it expires by the clock,
+        when its holder is presumed dead and the claim may be taken over."""
+        assert held.claimed_until is not None
+        with anyio.move_on_after(self.poll):
+            await self.clock.sleep_until(held.claimed_until)
+
     async def _token_call(self, request: FormRequest, connection: OAuthConnection, *, doing: str) -> dict[str, Any]:
         try:
-            with anyio.fail_after(PROVIDER_TIMEOUT):
+            with anyio.fail_after(self.provider_timeout):
                 response = await self._client().post(request.url, headers=request.headers, data=request.form)
         except (httpx.HTTPError, TimeoutError) as exc:
             raise ProviderError(
@@ -589,7 +812,7 @@ class TokenKeeper:
         for token, hint in candidates:
             request = revocation_request(connection, token, hint)
             try:
-                with anyio.fail_after(PROVIDER_TIMEOUT):
+                with anyio.fail_after(self.provider_timeout):
                     response = await self._client().post(request.url, headers=request.headers, data=request.form)
             except (httpx.HTTPError, TimeoutError) as exc:
                 logger.warning(
@@ -609,7 +832,7 @@ class TokenKeeper:
         """What the database holds for the account. Callers that look at one account at the same moment share one
         read (`join`): a burst of tool calls for one account costs one query, not one per call. On PostgreSQL, the
         accounts asked for in the same moment are read together, in one query. A caller that must see what was
-        committed after it began (the re-check after waiting for the lock) does not join."""
+        committed after it began (the re-check after waiting for the lock or a claim) does not join."""
         flight = self._reading.get(account_id) if join else None
         if flight is not None:
             await flight.done.wait()
@@ -666,10 +889,6 @@ class TokenKeeper:
                     del self._reading[account_id]
                 flight.done.set()
 
-    async def _read_locked(self, conn: AsyncConnection, account_id: str, connection: Connection) -> Held | None:
-        row = (await conn.execute(_HELD, {"id": account_id})).first()
-        return self._held(account_id, connection, row)
-
     def _held(self, account_id: str, connection: Connection, row: Any) -> Held | None:
         if row is None:
             return None
@@ -680,38 +899,17 @@ class TokenKeeper:
                 tokens = TokenSet(access_token=str(stored["api_key"]), token_type=connection.scheme or "")
             else:
                 tokens = TokenSet.from_vault(stored)
-        return Held(Status(row.status), row.reason, tokens, int(row.version), sealed=row.credential)
-
-
-def _lock_key(account_id: str) -> str:
-    return f"askback.accounts.refresh:{account_id}"
-
-
-def _change(
-    conn: sa.Connection,
-    account_id: str,
-    before: Held,
-    event: Event,
-    *,
-    now: float,
-    reason: str | None = None,
-    credential: Any = KEEP,
-    expires_at: float | None = None,
-) -> int:
-    """`Accounts.change` on the locked connection, only if the credential is still the one read under the lock.
-    Returns the account's new version (the id of the lifecycle event recorded)."""
-    apply_change(
-        conn,
-        account_id,
-        before.status,
-        event,
-        now=now,
-        reason=reason,
-        credential=credential,
-        expires_at=expires_at,
-        was=before.sealed,
-    )
-    return int(conn.execute(_VERSION, {"id": account_id}).scalar_one())
+        claimed_until = row.refresh_until if row.refresh_owner is not None else None
+        return Held(
+            Status(row.status),
+            row.reason,
+            tokens,
+            int(row.version),
+            sealed=row.credential,
+            failures=int(row.failures or 0),
+            retry_at=row.retry_at,
+            claimed_until=claimed_until,
+        )
 
 
 def _settled(held: Held | None, step: Use | Refuse) -> Held | AskbackError:
@@ -719,6 +917,15 @@ def _settled(held: Held | None, step: Use | Refuse) -> Held | AskbackError:
         return step.error
     assert held is not None
     return held
+
+
+@dataclass
+class _Claim:
+    """A refresh claim this keeper holds on an account: `owner` is written in the account's row."""
+
+    account_id: str
+    owner: str
+    released: bool = False
 
 
 @dataclass
@@ -757,9 +964,34 @@ def _authorization(connection: Connection, tokens: TokenSet) -> dict[str, str]:
     return {"Authorization": f"{scheme} {tokens.access_token}"}
 
 
+def _origin_refusal(connection: Connection, url: httpx.URL) -> str | None:
+    """Why the credential of `connection` may not go to `url`, or `None` when it may: only to one of the origins the
+    connection declares (scheme, host and port, compared normalised), and nowhere when it declares none."""
+    try:
+        target = origin(url)
+    except ValueError:
+        target = "a URL without a scheme and host"
+    if target in connection.origins:
+        return None
+    name = connection.name
+    if not connection.origins:
+        return (
+            f"Nothing was sent to {target}: connection {name!r} declares no origins, so its credential is sent nowhere. "
+            f'Name the origins of the API it is for: origins = ["https://api.example.com"] in [connections.{name}] of '
+            "the connections file, or origins=(...) on the connection in Python."
+        )
+    return (
+        f"Nothing was sent to {target}: the credential of connection {name!r} is for {', '.join(connection.origins)} "
+        "only, and every request through the account's `http` client carries it. Fetch other URLs with a client of "
+        "your own (httpx.AsyncClient()), which carries no credential; if the API really is at that origin, add it to "
+        "the connection's origins."
+    )
+
+
 class _AccountAuth(httpx.Auth):
     """`TokenKeeper.auth`: the credential is read (and refreshed) when each request is sent, and goes nowhere but
-    into that request's headers."""
+    into that request's headers, and only for a request to one of the connection's origins: any other request is
+    refused (`CredentialOriginError`) before anything is read or sent."""
 
     # Read the body first, so that the request can be sent a second time after a refresh.
     requires_request_body = True
@@ -768,6 +1000,19 @@ class _AccountAuth(httpx.Auth):
         self._keeper = keeper
         self._account = account
         self._connection = connection
+        if isinstance(connection, ApiKeyConnection):
+            self._headers: tuple[str, ...] = () if connection.header is None else (connection.header,)
+        else:
+            self._headers = ("Authorization",)
+
+    async def guard_hop(self, request: httpx.Request) -> None:
+        """A request hook of the account's client, run by httpx for every request it sends, each redirect it follows
+        included: one to an origin the credential is not for loses the credential's header. (httpx drops only
+        `Authorization`, and keeps it on an http to https redirect; an API key's own header would follow a redirect
+        anywhere.)"""
+        if _origin_refusal(self._connection, request.url) is not None:
+            for name in self._headers:
+                request.headers.pop(name, None)
 
     def __repr__(self) -> str:
         return f"<auth for connected account {self._account.id!r} ({self._account.connection})>"
@@ -778,6 +1023,9 @@ class _AccountAuth(httpx.Auth):
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         keeper, account, connection = self._keeper, self._account, self._connection
+        if (refusal := _origin_refusal(connection, request.url)) is not None:
+            # Refused, not sent bare: a request that quietly lost its credential would fail later, and less clearly.
+            raise CredentialOriginError(refusal)
         held, tokens = await keeper._usable(account)
         request.headers.update(_authorization(connection, tokens))
         response = yield request
@@ -799,8 +1047,10 @@ class ConnectedAccount:
     response = await github.http.get("https://api.github.com/user")
     ```
 
-    `http` puts the credential on each request, refreshes it before it expires and once after a 401. Close it with
-    `await account.aclose()` (or use `async with account:`). `token()` is the escape hatch for a library that must be
+    `http` puts the credential on each request, refreshes it before it expires and once after a 401. It sends only
+    to the connection's `origins`: a request to any other origin raises `CredentialOriginError` and is not sent, and a
+    redirect to another origin is followed without the credential. Close it with `await account.aclose()` (or use
+    `async with account:`). `token()` is the escape hatch for a library that must be
     given the token itself (an SDK with its own HTTP client): the token then leaves askback's hands, so prefer `http`.
     """
 
@@ -829,9 +1079,12 @@ class ConnectedAccount:
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """An `httpx.AsyncClient` whose requests carry the account's credential (made on first use)."""
+        """An `httpx.AsyncClient` whose requests carry the account's credential, to the connection's origins only (made
+        on first use)."""
         if self._http is None:
-            self._http = httpx.AsyncClient(auth=self._keeper.auth(self._account))
+            auth = self._keeper.auth(self._account)
+            hooks = [auth.guard_hop] if isinstance(auth, _AccountAuth) else []
+            self._http = httpx.AsyncClient(auth=auth, event_hooks={"request": hooks})
         return self._http
 
     async def token(self) -> str:

@@ -117,6 +117,12 @@ class AccountsPort(Protocol):
         """A fresh single-use authorization link for the caller's account `label` on `connection`."""
         ...
 
+    async def recover(self, account: AccountLike) -> AccountLike:
+        """An account in ERROR tried again (its credential refreshed): the account as it then is (ACTIVE when that
+        worked, EXPIRED when the provider refused the grant, unchanged when there is nothing to try with). Raises
+        the provider's error while it cannot be reached: an outage is not a reason to ask the person again."""
+        ...
+
     def handle(self, account: AccountLike) -> Any:
         """What the handler receives for an ACTIVE account (it uses the account without seeing its credential)."""
         ...
@@ -127,6 +133,7 @@ class AccountsPort(Protocol):
 
 
 _ACTIVE = "ACTIVE"
+_ERROR = "ERROR"
 
 
 class Flow:
@@ -230,8 +237,9 @@ class Flow:
     # -- connected accounts --
 
     async def connect(self, connection: str, *, label: str | None = None, message: str | None = None) -> Any:
-        """The caller's ACTIVE account on `connection`, read for real on every round; otherwise a URL-mode question
-        linking to their authorization page. An `accept` while the account is still not ACTIVE completes with a
+        """The caller's ACTIVE account on `connection`, read for real on every round (an account in ERROR is first
+        tried again: refreshed, or the provider's error raised while it cannot be reached); otherwise a URL-mode
+        question linking to their authorization page. An `accept` while the account is still not ACTIVE completes with a
         `not_connected` message (never another link); decline and cancel complete. With several ACTIVE accounts
         and no `label`, the person is asked which one (a choice). A client that cannot show a link gets -32021
         naming `elicitation.url`: a credential is never asked for in a form."""
@@ -259,6 +267,10 @@ class Flow:
             (a for a in found if a.label == (label or "")),
             active[0] if label is None and active else None,
         )
+        if wanted is not None and wanted.status == _ERROR:
+            # A provider that could not be reached is tried again, not the person: only the provider's refusal of
+            # the grant (the account then EXPIRED) or nothing to refresh with leads to a new link.
+            wanted = await self._accounts.recover(wanted)
         response = self._responses.get(key)
         answered_here = response is not None and (self.state is None or key in self.state.asked)
         if wanted is not None and wanted.status == _ACTIVE:

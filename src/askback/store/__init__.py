@@ -184,9 +184,10 @@ class Store:
     @asynccontextmanager
     async def locked(self, key: str) -> AsyncIterator[AsyncConnection]:
         """A transaction that holds the lock named `key` among every process sharing the database, for work that must
-        happen once at a time across instances (refreshing one account's tokens): PostgreSQL takes the advisory lock
-        `pg_advisory_xact_lock` of a stable 64-bit hash of `key`, so other keys go on; SQLite takes the database's
-        write lock at BEGIN (BEGIN IMMEDIATE), so every other writer waits, up to its busy timeout. The lock lasts
+        happen once at a time across instances and touches nothing but the database (never wait for the network while
+        holding it): PostgreSQL takes the advisory lock `pg_advisory_xact_lock` of a stable 64-bit hash of `key`, so
+        other keys go on; SQLite takes the database's write lock at BEGIN (BEGIN IMMEDIATE), so every other writer
+        waits, up to its busy timeout. The lock lasts
         until the transaction ends: do the writes that go with it through the connection yielded (on SQLite a write
         through any other connection would wait for this one), and commit early with `await conn.commit()` if the
         commit must not be cancelled with the block."""
