@@ -235,7 +235,7 @@ def test_serve_without_a_token_verifier_warns_that_state_binds_to_no_user(tmp_pa
     with started("mine:app", "--port", str(port), "--log-format", "text", cwd=tmp_path, env=env) as output:
         output.until(f"http://127.0.0.1:{port}/mcp")
         warning = output.until("--token-verifier")
-    assert warning.startswith("WARNING") and "state then binds to no user" in warning
+    assert " WARNING " in warning and not warning.startswith("{") and "state then binds to no user" in warning
 
 
 # --- help ---------------------------------------------------------------------------------------------------------

@@ -14,10 +14,14 @@
 | `ASKBACK_MAX_PENDING_PUSHES_PER_SESSION` | the same, in one 2025-11-25 session | `8` |
 | `ASKBACK_ANSWERS` | where a flow's answers wait between rounds: `state` (inside the sealed `requestState`) or `server` (in the store, sealed with the state keys; the state carries only the flow's handle) | `state` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
+| `ASKBACK_LINK_TTL` | connected accounts: seconds an authorization link stays usable until it is opened | `600` |
+| `ASKBACK_PROVIDER_VISIT_TTL` | connected accounts: seconds a person has, once the link is opened, to sign in at the provider and come back | `1800` |
+| `ASKBACK_LOG_FORMAT` | `askback serve`'s log lines: `auto` (text on a terminal, JSON otherwise), `json` or `text` | `auto` |
 | `ASKBACK_ANSWER_WAIT` | agent runtime: seconds a parked round waits for its answers before each unanswered question is answered `cancel` | `86400` |
 | `ASKBACK_CALL_MAX_ROUNDS` | agent runtime: rounds one call may take before the runtime gives up on it | `10` |
 | `ASKBACK_RESUME_LEASE` | agent runtime: seconds a resume claimed by a process that never finished it stays its own | `120` |
 | `ASKBACK_DEVELOPMENT` | agent runtime: show plain-http links on loopback (local servers under development) | `false` |
+| `ASKBACK_DEBUG` | the command line: print a crash's traceback after its one-line error (as `askback --debug`) | `false` |
 """
 
 from __future__ import annotations
@@ -49,11 +53,15 @@ class Settings(BaseSettings):
     max_pending_pushes_per_session: int = Field(default=8, ge=1)
     answers: Literal["state", "server"] = "state"
     demo_auth: bool = False
+    # `askback serve`'s log lines (its --log-format): read before the server is imported, from the environment.
+    log_format: Literal["auto", "json", "text"] = "auto"
     # Connected accounts: the vault's own key ring (`askback vault new-key`; never the state keys), the connections
-    # file, how long an authorization link stays usable, and how early a token is refreshed before it expires.
+    # file, how long an authorization link stays usable until it is opened, how long the person then has to sign in
+    # at the provider and come back, and how early a token is refreshed before it expires.
     vault_keys: SecretStr | None = None
     connections_file: str | None = None
     link_ttl: float = Field(default=600.0, gt=0)
+    provider_visit_ttl: float = Field(default=1800.0, gt=0)
     refresh_leeway: float = Field(default=60.0, ge=0)
     # The agent runtime: how long a parked round waits for people, how many rounds a call may take, how long a
     # resume stays claimed by a process that stopped half-way, and whether loopback http links are shown.
@@ -61,6 +69,8 @@ class Settings(BaseSettings):
     call_max_rounds: int = Field(default=10, ge=1, le=100)
     resume_lease: float = Field(default=120.0, gt=0)
     development: bool = False
+    # The command line: a crash's traceback is printed too (`askback --debug`).
+    debug: bool = False
 
     @field_validator("state_keys")
     @classmethod

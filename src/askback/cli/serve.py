@@ -1,12 +1,14 @@
 """`askback serve MODULE:ATTR`: serve an askback server with uvicorn, and the loading of `MODULE:ATTR` targets.
 
-`serve` checks its options, imports the target and prepares the database once in this process, then hands over to
-uvicorn, which calls `app_factory` in every worker process; the target and the options reach the workers through
+`serve` checks its options, binds its address (`askback.cli.listen`), imports the target and prepares the database
+once in this process, then listens, says where it serves, and hands the listening sockets to uvicorn, which calls
+`app_factory` in its one process or in every worker process; the target and the options reach the workers through
 environment variables. Routes beside `/mcp` come from the target itself: `build_app` serves its `mounts`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -73,6 +75,7 @@ def app_factory() -> Any:
     from askback.cli import logs
     from askback.server.http import build_app
 
+    # The format the parent resolved: `auto` was decided once, on the stderr every process shares.
     level, _, fmt = os.environ.get(_LOG_ENV, "info:json").partition(":")
     logs.configure(level, "text" if fmt == "text" else "json")
     target = os.environ[_TARGET_ENV]
@@ -95,7 +98,14 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on, 1 to 65535.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     log_level: Annotated[str, typer.Option(help="Level of askback's logs (the audit lines are info).")] = "info",
-    log_format: Annotated[str, typer.Option(help="json (one object per line) or text.")] = "json",
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            help="auto (text on a terminal, JSON otherwise), json (one object per line) or text; "
+            "default ASKBACK_LOG_FORMAT, else auto.",
+            show_default=False,
+        ),
+    ] = None,
     token_verifier: Annotated[
         str | None, typer.Option(help="MODULE:ATTR of a token verifier; requests without a valid token get 401.")
     ] = None,
@@ -106,58 +116,76 @@ def serve(
     """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28 statelessly, and 2025-11-25 sessions), with /healthz,
     /readyz and the routes TARGET mounts itself (its `mounts`)."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
-    from askback.cli import logs
+    from askback.cli import listen, logs
     from askback.cli.db import run_with_database
 
     if not 1 <= port <= 65535:
         raise UsageError(f"--port is a TCP port, 1 to 65535, not {port}")
-    if log_format not in ("json", "text"):
-        raise UsageError("--log-format is json or text")
+    if log_format is None:
+        from askback.settings import load_settings
+
+        log_format = load_settings().log_format
+    chosen = logs.parse_format(log_format)
+    if chosen is None:
+        raise UsageError("--log-format is auto, json or text")
     if log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise UsageError("--log-level is one of debug, info, warning, error, critical")
-    logs.configure(log_level, "json" if log_format == "json" else "text")
-    os.environ[_LOG_ENV] = f"{log_level}:{log_format}"
-    if token_verifier is not None:
-        load_object(token_verifier, "a token verifier")
-        os.environ[_VERIFIER_ENV] = token_verifier
-    server = load_target(target)
-    server.check_workers(workers)
+    fmt = logs.resolve(chosen, sys.stderr)
+    # Bound before anything is imported or logged: an address that cannot be had is the one line printed.
+    with listen.bound(host, port) as sockets:
+        logs.configure(log_level, fmt)
+        os.environ[_LOG_ENV] = f"{log_level}:{fmt}"
+        if token_verifier is not None:
+            load_object(token_verifier, "a token verifier")
+            os.environ[_VERIFIER_ENV] = token_verifier
+        server = load_target(target)
+        server.check_workers(workers)
 
-    async def prepare() -> str:
-        # Migrate (SQLite) or check (PostgreSQL) once here, before any worker takes a request.
-        async with server.running():
-            return (await server.store()).safe_url
+        async def prepare() -> str:
+            # Migrate (SQLite) or check (PostgreSQL) once here, before any worker takes a request.
+            async with server.running():
+                return (await server.store()).safe_url
 
-    database = run_with_database(server.settings.database_url, prepare)
-    log = logging.getLogger("askback.serve")
-    url = _http_url(host, port)
-    log.info(
-        "askback serving %s at %s with %s; database %s",
-        target,
-        url,
-        "1 worker" if workers == 1 else f"{workers} workers",
-        database,
-        extra={"url": url, "workers": workers, "database": database},
-    )
-    if token_verifier is None and not server.settings.demo_auth:
-        log.warning(
-            "askback: no --token-verifier, so requests are not authenticated and state then binds to no user: anyone "
-            "holding a pending requestState can answer it. Pass --token-verifier MODULE:ATTR where users are real."
+        database = run_with_database(server.settings.database_url, prepare)
+        config = uvicorn.Config(
+            "askback.cli.serve:app_factory",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+            log_config=None,
+            timeout_graceful_shutdown=graceful_timeout,
         )
-    os.environ[_TARGET_ENV] = target
-    os.environ[_HOST_ENV] = host
-    uvicorn.run(
-        "askback.cli.serve:app_factory",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level="warning",
-        log_config=None,
-        app_dir=os.getcwd(),
-        timeout_graceful_shutdown=graceful_timeout,
-    )
+        # From here a connection waits in the backlog until a worker takes it, so the URL announced below answers.
+        listen.listen(sockets, host, port, config.backlog)
+        log = logging.getLogger("askback.serve")
+        url = _http_url(host, port)
+        log.info(
+            "askback serving %s at %s with %s; database %s",
+            target,
+            url,
+            "1 worker" if workers == 1 else f"{workers} workers",
+            database,
+            extra={"url": url, "workers": workers, "database": database},
+        )
+        if token_verifier is None and not server.settings.demo_auth:
+            log.warning(
+                "askback: no --token-verifier, so requests are not authenticated and state then binds to no user: "
+                "anyone holding a pending requestState can answer it. Pass --token-verifier MODULE:ATTR where users "
+                "are real."
+            )
+        os.environ[_TARGET_ENV] = target
+        os.environ[_HOST_ENV] = host
+        if workers > 1:
+            with contextlib.suppress(KeyboardInterrupt):
+                Multiprocess(config, sockets=sockets).run()
+            return
+        # An app whose own start-up (lifespan) fails is logged and ended by uvicorn itself, with its status 3.
+        with contextlib.suppress(KeyboardInterrupt):
+            uvicorn.Server(config).run(sockets=sockets)
 
 
 def register(app: typer.Typer) -> None:
