@@ -465,6 +465,14 @@ async def test_a_wrong_method_gets_the_405_page_with_the_same_headers(site: Site
 # --- the development sign-in ----------------------------------------------------------------------------------------
 
 
+async def form_token(http: httpx.AsyncClient) -> str:
+    """The sign-in form's token, as a browser gets it with the page (its cookie is now in the client's jar)."""
+    page = await http.get(f"{PREFIX}/dev/sign-in")
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None
+    return found.group(1)
+
+
 @pytest.mark.parametrize(
     "cookie",
     [
@@ -503,7 +511,8 @@ async def test_an_unsigned_or_tampered_cookie_is_nobody(
 async def test_the_development_sign_in_redirects_only_to_a_path_on_this_site(
     site: Site, http: httpx.AsyncClient, next_path: str, location: str | None
 ) -> None:
-    signed_in = await http.post(f"{PREFIX}/dev/sign-in", data={"user": "alice", "next": next_path})
+    csrf = await form_token(http)
+    signed_in = await http.post(f"{PREFIX}/dev/sign-in", data={"user": "alice", "next": next_path, "csrf": csrf})
     if location is None:
         assert signed_in.status_code == 200 and "location" not in signed_in.headers
         assert "You are signed in as alice." in signed_in.text
@@ -515,7 +524,8 @@ async def test_the_development_sign_in_redirects_only_to_a_path_on_this_site(
 
 
 async def test_a_user_name_that_is_not_one_is_refused_and_signs_nobody_in(http: httpx.AsyncClient) -> None:
-    refused = await http.post(f"{PREFIX}/dev/sign-in", data={"user": "<b>al ice</b>"})
+    csrf = await form_token(http)
+    refused = await http.post(f"{PREFIX}/dev/sign-in", data={"user": "<b>al ice</b>", "csrf": csrf})
     assert refused.status_code == 400
     assert "set-cookie" not in refused.headers
     assert "<b>al ice</b>" not in refused.text

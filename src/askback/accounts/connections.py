@@ -6,6 +6,11 @@ Each person's tokens or key belong to their account and live in the vault. The o
 secret, comes from an environment variable only and is held as a `SecretStr`: no `repr`, `str` or error message
 shows it.
 
+A connection also says where the credential may go: `origins`, the `scheme://host[:port]` of the APIs it is for. A
+connected account's `http` client puts the credential only on requests to those origins and refuses every other
+request, so a URL a model supplies cannot carry it elsewhere. The presets know their providers' API origins; any
+other connection names them (`origins = [...]`), and one that names none has a credential that is sent nowhere.
+
 Three layers, each usable alone:
 - the definitions: `OAuthConnection`, `ApiKeyConnection`, the presets (`github`, `google`, `slack`, `microsoft`,
   or `preset(name, ...)`), the `Connections` registry, and `load_connections`, which reads a TOML file
@@ -28,6 +33,7 @@ fix. Neither ever holds a secret.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -78,6 +84,7 @@ __all__ = [
     "microsoft",
     "new_code_verifier",
     "new_state",
+    "origin",
     "parse_metadata",
     "preset",
     "refresh_request",
@@ -124,6 +131,8 @@ class OAuthConnection:
     Give `authorize_url` and `token_url`, or `issuer` alone and let `discover` fill them in from the provider's
     metadata. `authorize_params` are added to every authorization URL (Google's `access_type=offline`, for one) and
     may not replace what the request itself sets. `scope_separator` is `" "` (RFC 6749) except for Slack (`","`).
+    `origins` are where the access token may be sent (`https://api.example.com`; plain http on loopback only), kept
+    normalised; without any, a connected account's `http` client sends it nowhere.
     """
 
     name: str
@@ -137,6 +146,7 @@ class OAuthConnection:
     token_auth_method: TokenAuthMethod = "client_secret_basic"
     issuer: str | None = None
     scope_separator: str = " "
+    origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -154,6 +164,7 @@ class OAuthConnection:
             )
         object.__setattr__(self, "scopes", _scopes(self.scopes, what, self.scope_separator))
         object.__setattr__(self, "authorize_params", _authorize_params(self.authorize_params, what))
+        object.__setattr__(self, "origins", _origins(self.origins, what))
         if self.token_auth_method not in ("client_secret_basic", "client_secret_post"):
             raise DefinitionError(
                 f"{what}: token_auth_method is {self.token_auth_method!r}; use 'client_secret_basic' or "
@@ -200,7 +211,7 @@ class ApiKeyConnection:
     `label` names the key field on that page. `header` (and `scheme`) say how the key is sent: `Authorization` with
     scheme `Bearer` gives `Authorization: Bearer <key>`; `X-Api-Key` without a scheme gives `X-Api-Key: <key>`.
     Without a header the key is handed to the tool as it is. `validation` checks the key before the account turns
-    active, and needs a header to send it in.
+    active, and needs a header to send it in. `origins` are where the key may be sent, as for `OAuthConnection`.
     """
 
     name: str
@@ -208,10 +219,12 @@ class ApiKeyConnection:
     header: str | None = None
     scheme: str | None = None
     validation: KeyCheck | None = None
+    origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name(self.name)
         what = f"API key connection {self.name!r}"
+        object.__setattr__(self, "origins", _origins(self.origins, what))
         if not isinstance(self.label, str) or not self.label.strip():
             raise DefinitionError(f"{what} has an empty label; name the key as the person will see it.")
         if self.header is not None and not _TOKEN.fullmatch(self.header):
@@ -249,6 +262,7 @@ class _Preset:
     revocation_url: str | None
     scopes: tuple[str, ...]
     token_auth_method: TokenAuthMethod
+    origins: tuple[str, ...]
     authorize_params: Mapping[str, str] = field(default_factory=dict)
     issuer: str | None = None
     scope_separator: str = " "
@@ -263,6 +277,8 @@ _GITHUB = _Preset(
     revocation_url=None,
     scopes=("read:user",),
     token_auth_method="client_secret_post",
+    # The REST and GraphQL APIs, and release asset uploads.
+    origins=("https://api.github.com", "https://uploads.github.com"),
 )
 _GOOGLE = _Preset(
     # https://developers.google.com/identity/protocols/oauth2/web-server
@@ -271,6 +287,18 @@ _GOOGLE = _Preset(
     revocation_url="https://oauth2.googleapis.com/revoke",
     scopes=("openid", "email"),
     token_auth_method="client_secret_post",
+    # Google's APIs each have a host of their own under googleapis.com; more can be added with `origins`.
+    origins=(
+        "https://www.googleapis.com",
+        "https://gmail.googleapis.com",
+        "https://people.googleapis.com",
+        "https://openidconnect.googleapis.com",
+        "https://sheets.googleapis.com",
+        "https://docs.googleapis.com",
+        "https://slides.googleapis.com",
+        "https://tasks.googleapis.com",
+        "https://youtube.googleapis.com",
+    ),
     # A refresh token is issued only for offline access, and again only when consent is shown again.
     authorize_params={"access_type": "offline", "prompt": "consent"},
     issuer="https://accounts.google.com",
@@ -283,6 +311,8 @@ _SLACK = _Preset(
     revocation_url=None,
     scopes=("channels:read", "chat:write"),
     token_auth_method="client_secret_basic",
+    # The Web API, and `url_private` file downloads, which take the token as a bearer too.
+    origins=("https://slack.com", "https://files.slack.com"),
     scope_separator=",",
 )
 _MICROSOFT_ALIASES = frozenset({"common", "organizations", "consumers"})
@@ -305,6 +335,7 @@ def _microsoft_preset(tenant: str) -> _Preset:
         # offline_access is what makes the token endpoint return a refresh token.
         scopes=("offline_access", "User.Read"),
         token_auth_method="client_secret_post",
+        origins=("https://graph.microsoft.com",),
         # Only a tenant id has a fixed issuer; the aliases' metadata carries a `{tenantid}` template instead.
         issuer=f"{base}/v2.0" if _GUID.fullmatch(tenant) else None,
     )
@@ -323,11 +354,13 @@ def preset(
     scopes: Sequence[str] | None = None,
     authorize_params: Mapping[str, str] | None = None,
     tenant: str | None = None,
+    origins: Sequence[str] | None = None,
 ) -> OAuthConnection:
     """The connection for a known provider (one of `PRESETS`), named after it unless `name` is given.
 
-    `scopes` replace the preset's defaults; `authorize_params` are merged over the preset's. `tenant` is
-    Microsoft's (default `common`) and refused for the others.
+    `scopes` replace the preset's defaults; `authorize_params` are merged over the preset's; `origins` are added to
+    the preset's (its provider's own API origins). `tenant` is Microsoft's (default `common`) and refused for the
+    others.
     """
     if provider not in PRESETS:
         raise DefinitionError(f"No preset named {provider!r}; the presets are {', '.join(PRESETS)}.")
@@ -349,6 +382,7 @@ def preset(
         token_auth_method=spec.token_auth_method,
         issuer=spec.issuer,
         scope_separator=spec.scope_separator,
+        origins=(*spec.origins, *_origins(() if origins is None else origins, f"{provider} preset")),
     )
 
 
@@ -359,8 +393,10 @@ def github(
     name: str = "github",
     scopes: Sequence[str] | None = None,
     authorize_params: Mapping[str, str] | None = None,
+    origins: Sequence[str] | None = None,
 ) -> OAuthConnection:
-    """GitHub (OAuth app or GitHub App user authorization); default scope `read:user`."""
+    """GitHub (OAuth app or GitHub App user authorization); default scope `read:user`; the token goes to
+    `https://api.github.com` and `https://uploads.github.com`."""
     return preset(
         "github",
         client_id=client_id,
@@ -368,6 +404,7 @@ def github(
         name=name,
         scopes=scopes,
         authorize_params=authorize_params,
+        origins=origins,
     )
 
 
@@ -378,8 +415,11 @@ def google(
     name: str = "google",
     scopes: Sequence[str] | None = None,
     authorize_params: Mapping[str, str] | None = None,
+    origins: Sequence[str] | None = None,
 ) -> OAuthConnection:
-    """Google; default scopes `openid email`, with `access_type=offline` and `prompt=consent` for a refresh token."""
+    """Google; default scopes `openid email`, with `access_type=offline` and `prompt=consent` for a refresh token;
+    the token goes to Google's API hosts (`https://www.googleapis.com`, `https://gmail.googleapis.com`, ...: see
+    `docs/connections.md`)."""
     return preset(
         "google",
         client_id=client_id,
@@ -387,6 +427,7 @@ def google(
         name=name,
         scopes=scopes,
         authorize_params=authorize_params,
+        origins=origins,
     )
 
 
@@ -397,9 +438,11 @@ def slack(
     name: str = "slack",
     scopes: Sequence[str] | None = None,
     authorize_params: Mapping[str, str] | None = None,
+    origins: Sequence[str] | None = None,
 ) -> OAuthConnection:
     """Slack (OAuth v2); default bot scopes `channels:read,chat:write`. User scopes go in
-    `authorize_params={"user_scope": "..."}`; Slack then returns the user token under `authed_user`."""
+    `authorize_params={"user_scope": "..."}`; Slack then returns the user token under `authed_user`. The token goes
+    to `https://slack.com` and `https://files.slack.com`."""
     return preset(
         "slack",
         client_id=client_id,
@@ -407,6 +450,7 @@ def slack(
         name=name,
         scopes=scopes,
         authorize_params=authorize_params,
+        origins=origins,
     )
 
 
@@ -418,8 +462,10 @@ def microsoft(
     name: str = "microsoft",
     scopes: Sequence[str] | None = None,
     authorize_params: Mapping[str, str] | None = None,
+    origins: Sequence[str] | None = None,
 ) -> OAuthConnection:
-    """Microsoft identity platform (v2.0 endpoints) for `tenant`; default scopes `offline_access User.Read`."""
+    """Microsoft identity platform (v2.0 endpoints) for `tenant`; default scopes `offline_access User.Read`; the
+    token goes to `https://graph.microsoft.com`."""
     return preset(
         "microsoft",
         client_id=client_id,
@@ -428,6 +474,7 @@ def microsoft(
         scopes=scopes,
         authorize_params=authorize_params,
         tenant=tenant,
+        origins=origins,
     )
 
 
@@ -675,6 +722,7 @@ class ProviderMetadata:
     authorization_endpoint: str
     token_endpoint: str
     revocation_endpoint: str | None = None
+    userinfo_endpoint: str | None = None
     code_challenge_methods_supported: tuple[str, ...] | None = None
     token_endpoint_auth_methods_supported: tuple[str, ...] | None = None
     scopes_supported: tuple[str, ...] | None = None
@@ -721,11 +769,15 @@ def parse_metadata(issuer: str, document: object, *, source: str) -> ProviderMet
     revocation = document.get("revocation_endpoint")
     if revocation is not None and (not isinstance(revocation, str) or _url_problem(revocation)):
         raise ConfigurationError(f"{here}: revocation_endpoint is not an https URL.")
+    userinfo = document.get("userinfo_endpoint")
+    if userinfo is not None and (not isinstance(userinfo, str) or _url_problem(userinfo)):
+        raise ConfigurationError(f"{here}: userinfo_endpoint is not an https URL.")
     return ProviderMetadata(
         issuer=issuer,
         authorization_endpoint=endpoints["authorization_endpoint"],
         token_endpoint=endpoints["token_endpoint"],
         revocation_endpoint=revocation,
+        userinfo_endpoint=userinfo,
         code_challenge_methods_supported=_string_list(document, "code_challenge_methods_supported", here),
         token_endpoint_auth_methods_supported=_string_list(document, "token_endpoint_auth_methods_supported", here),
         scopes_supported=_string_list(document, "scopes_supported", here),
@@ -770,8 +822,10 @@ async def fetch_metadata(issuer: str, *, http: httpx.AsyncClient | None = None) 
 
 
 async def discover(connection: OAuthConnection, *, http: httpx.AsyncClient | None = None) -> OAuthConnection:
-    """The connection with the endpoints it lacks filled in from its issuer's metadata (those it sets win). Refused
-    when the provider says it does not do PKCE S256, or not the connection's client authentication."""
+    """The connection with the endpoints it lacks filled in from its issuer's metadata (those it sets win), and the
+    origin of the provider's OpenID Connect `userinfo_endpoint` (where its access tokens are meant to go) added to its
+    `origins`. Refused when the provider says it does not do PKCE S256, or not the connection's client
+    authentication."""
     if connection.issuer is None:
         raise ConfigurationError(f"Connection {connection.name!r} has no issuer to discover endpoints from.")
     meta = await fetch_metadata(connection.issuer, http=http)
@@ -792,6 +846,7 @@ async def discover(connection: OAuthConnection, *, http: httpx.AsyncClient | Non
         authorize_url=connection.authorize_url or meta.authorization_endpoint,
         token_url=connection.token_url or meta.token_endpoint,
         revocation_url=connection.revocation_url or meta.revocation_endpoint,
+        origins=(*connection.origins, *(() if meta.userinfo_endpoint is None else (origin(meta.userinfo_endpoint),))),
     )
 
 
@@ -824,6 +879,7 @@ class _OAuthEntry(BaseModel):
     issuer: str | None = None
     token_auth_method: TokenAuthMethod | None = None
     scope_separator: str | None = None
+    origins: list[str] | None = None
 
 
 class _ApiKeyEntry(BaseModel):
@@ -835,6 +891,7 @@ class _ApiKeyEntry(BaseModel):
     scheme: str | None = None
     validation_url: str | None = None
     validation_status: int | None = None
+    origins: list[str] | None = None
 
 
 _Entry = TypeVar("_Entry", _OAuthEntry, _ApiKeyEntry)
@@ -907,7 +964,14 @@ def _entry(name: str, table: dict[str, Any], env: Mapping[str, str], where: str)
             if api.validation_url is not None
             else None
         )
-        return ApiKeyConnection(name=name, label=api.label, header=api.header, scheme=api.scheme, validation=check)
+        return ApiKeyConnection(
+            name=name,
+            label=api.label,
+            header=api.header,
+            scheme=api.scheme,
+            validation=check,
+            origins=tuple(api.origins or ()),
+        )
     if "client_secret" in table:
         raise ConfigurationError(
             f"{where}: a client_secret is written in the file, which is refused: secrets come from the environment. "
@@ -941,6 +1005,7 @@ def _entry(name: str, table: dict[str, Any], env: Mapping[str, str], where: str)
             scopes=entry.scopes,
             authorize_params=entry.authorize_params,
             tenant=entry.tenant,
+            origins=entry.origins,
         )
     if entry.tenant is not None:
         raise ConfigurationError(f"{where}: tenant is for the microsoft preset only.")
@@ -956,6 +1021,7 @@ def _entry(name: str, table: dict[str, Any], env: Mapping[str, str], where: str)
         token_auth_method=entry.token_auth_method or "client_secret_basic",
         issuer=entry.issuer,
         scope_separator=entry.scope_separator or " ",
+        origins=tuple(entry.origins or ()),
     )
 
 
@@ -1000,6 +1066,84 @@ def _url_problem(url: object, *, issuer: bool = False) -> str | None:
     if issuer and parts.query:
         return f"{url!r} must not have a query (RFC 8414 §2)"
     return None
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# A host as it is compared: an ASCII DNS name (IDNA hosts in their punycode form) or an IP address.
+_HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
+
+
+def origin(url: str | httpx.URL) -> str:
+    """The origin of `url` as askback compares origins: `scheme://host[:port]` with the scheme and host in lowercase,
+    an IDNA host in its ASCII (punycode) form, an IPv6 address in brackets, and the scheme's default port left out.
+    `ValueError` when `url` has no scheme and host."""
+    scheme, host, port = _origin_parts(url)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" if port == _DEFAULT_PORTS.get(scheme) else f"{scheme}://{shown}:{port}"
+
+
+def _origin_parts(url: str | httpx.URL) -> tuple[str, str, int | None]:
+    import httpx
+
+    try:
+        parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+        scheme = parsed.scheme.lower()
+        host = parsed.raw_host.decode("ascii").lower()
+        port = parsed.port
+    except (httpx.InvalidURL, UnicodeError, TypeError) as exc:
+        raise ValueError(f"{str(url)!r} is not a URL ({exc})") from None
+    if not scheme or not host:
+        raise ValueError(f"{str(url)!r} has no scheme and host")
+    return scheme, host, _DEFAULT_PORTS.get(scheme) if port is None else port
+
+
+def _origin_problem(value: object) -> str | None:
+    """Why `value` cannot be an origin a credential goes to: `https://host[:port]` (plain http on loopback only),
+    nothing after the host but an optional `/`."""
+    example = "is not an origin such as 'https://api.example.com'"
+    if not isinstance(value, str) or "://" not in value or any(c.isspace() for c in value):
+        return f"{value!r} {example}"
+    parts = urlsplit(value)
+    if parts.username is not None or parts.password is not None:
+        return f"{value!r} has a user name or password; write scheme://host[:port] only"
+    if parts.path not in ("", "/") or parts.query or parts.fragment or value.endswith(("?", "#")):
+        return f"{value!r} has a path, query or fragment; write scheme://host[:port] only"
+    try:
+        scheme, host, port = _origin_parts(value)
+    except ValueError:
+        return f"{value!r} {example}"
+    if scheme not in ("https", "http"):
+        return f"{value!r} is not an https origin"
+    if scheme == "http" and host not in _LOOPBACK:
+        return f"{value!r} must use https (plain http is accepted on loopback only)"
+    if not _HOST.fullmatch(host) and not _is_ip(host):
+        return f"{value!r} does not name one host (no wildcards: list each host)"
+    if port is None or not 0 < port < 65536:
+        return f"{value!r} has a port outside 1 to 65535"
+    return None
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _origins(origins: object, what: str) -> tuple[str, ...]:
+    if isinstance(origins, str):
+        raise DefinitionError(f"{what}: origins is a single string; give a list, such as [{origins!r}].")
+    if not isinstance(origins, Iterable):
+        raise DefinitionError(f"{what}: origins must be a list of origins, such as ['https://api.example.com'].")
+    result: list[str] = []
+    for value in origins:
+        if problem := _origin_problem(value):
+            raise DefinitionError(f"{what}: origin {problem}.")
+        normalised = origin(value)
+        if normalised not in result:
+            result.append(normalised)
+    return tuple(result)
 
 
 def _scopes(scopes: object, what: str, separator: str) -> tuple[str, ...]:

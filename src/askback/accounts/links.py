@@ -4,6 +4,13 @@ A link carries a random token; only its SHA-256 digest is stored, so the databas
 links. `admit_opener` is the hosted page's first decision, before anything else happens: whoever opens the link
 must be signed in as the principal it was issued to, and the link must be unused and unexpired. Each refusal comes
 with a plain sentence for the page. No I/O.
+
+Two clocks run for a link. Until it is opened, the link's own lifetime (`link_ttl`); once opened, the time allowed
+to sign in at the provider and come back (`provider_visit_ttl`), which replaces it as the link's `expires_at`.
+
+Once opened, the authorization is bound to the browser that opened it as well as to the person: the browser holds a
+random value in a cookie, and what is stored for the OAuth `state` is the digest of both (`bound_state`). A callback
+brought by another browser finds nothing, whoever is signed in there.
 """
 
 from __future__ import annotations
@@ -13,9 +20,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Admitted", "Link", "Refused", "admit_opener", "digest", "new_token"]
+__all__ = ["Admitted", "Link", "Refused", "admit_opener", "bound_state", "digest", "new_token"]
 
-RefusalReason = Literal["unknown", "not_signed_in", "other_user", "used", "expired"]
+RefusalReason = Literal["unknown", "not_signed_in", "other_user", "used", "expired", "visit_expired"]
 
 _MESSAGES: dict[RefusalReason, str] = {
     "unknown": "This link is not valid. Ask your assistant again for a new one.",
@@ -26,12 +33,17 @@ _MESSAGES: dict[RefusalReason, str] = {
     ),
     "used": "This link has already been used. Nothing was changed. Ask your assistant again for a new one.",
     "expired": "This link has expired. Nothing was changed. Ask your assistant again for a new one.",
+    "visit_expired": (
+        "The time allowed to sign in at the provider and come back ran out before you came back. Nothing was "
+        "connected. Ask your assistant again for a new link."
+    ),
 }
 
 
 @dataclass(frozen=True)
 class Link:
-    """A stored link (its token only as `token_digest`)."""
+    """A stored link (its token only as `token_digest`). `expires_at` is when the link expires until it is used, then
+    when the person must be back from the provider."""
 
     token_digest: str
     account_id: str
@@ -66,6 +78,12 @@ def new_token() -> str:
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def bound_state(state: str, browser: str) -> str:
+    """What an authorization is kept and found under: its OAuth `state` (which travels in URLs) joined to the random
+    value held by the browser that started it (which travels only in that browser's cookie); stored as its digest."""
+    return f"{state}.{browser}"
 
 
 def admit_opener(link: Link | None, *, opener: str | None, now: float) -> Admitted | Refused:

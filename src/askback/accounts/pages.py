@@ -9,7 +9,15 @@ The pages are plain server-rendered HTML: no JavaScript, no external resource, e
 redirects and errors included, carries the same headers: `Cache-Control: no-store`, `Referrer-Policy: no-referrer`
 (the start URL carries the link's token, and must not leak to the provider in a `Referer`), a strict
 `Content-Security-Policy` and frame denial. No page ever shows a link token, an authorization code, a key or a PKCE
-verifier; the only secret-looking value a page holds is the key form's hidden `state`, which is bound to the person.
+verifier; the only secret-looking values a page holds are the key form's hidden `state`, which is bound to the person
+and the browser, and the form token.
+
+Every POST (the key form, the development sign-in) is checked by `asgi.FormGuard` before anything changes: a form
+the browser says comes from another site (`Origin`, `Sec-Fetch-Site`), or without this browser's form token
+(`askback_accounts_csrf`, HttpOnly, SameSite=Strict, repeated in a hidden field), is refused with 403. The browser
+that opens a link gets `askback_accounts_browser`, a random value (HttpOnly, SameSite=Lax so that it comes back
+with the provider's redirect, Secure over https, scoped to the pages' path, as long-lived as the provider visit) that
+the authorization is bound to: a callback or key form brought by another browser is refused, whoever is signed in.
 
 `DevelopmentSignIn` is a verifier for development and the demo only: a user name in a signed cookie, set by a sign-in
 page where anyone can type any name.
@@ -21,7 +29,8 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+import secrets
+from collections.abc import Callable, Mapping
 from html import escape
 from urllib.parse import urlsplit
 
@@ -34,10 +43,10 @@ from starlette.routing import Route
 
 from askback.accounts.repository import Account
 from askback.accounts.service import AccountService, AskForKey, Failed, Redirect, SignInVerifier
-from askback.asgi import CappedBody
+from askback.asgi import CappedBody, FormGuard, FormRefusal
 from askback.errors import InvalidParamsError
 
-__all__ = ["MAX_FORM_BYTES", "PAGE_HEADERS", "DevelopmentSignIn", "pages_app"]
+__all__ = ["BROWSER_COOKIE", "CSRF_COOKIE", "MAX_FORM_BYTES", "PAGE_HEADERS", "DevelopmentSignIn", "pages_app"]
 
 # A key form or a sign-in form is a few hundred bytes; an API key a few kilobytes at most.
 MAX_FORM_BYTES = 16 * 1024
@@ -69,6 +78,12 @@ PAGE_HEADERS: Mapping[str, str] = {
 """The headers of every response of the hosted pages."""
 
 _RETURN = "You can close this page and return to your assistant."
+
+CSRF_COOKIE = "askback_accounts_csrf"
+"""The form token's cookie (the same value is in each form's hidden `csrf` field)."""
+BROWSER_COOKIE = "askback_accounts_browser"
+"""The random value an authorization is bound to, held by the browser that opened the link."""
+_BROWSER_VALUE = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 # --- rendering (no I/O) ----------------------------------------------------------------------------------------------
@@ -108,7 +123,11 @@ def _render_failed(message: str, *, sign_in_url: str | None = None) -> str:
     return _document("Not connected: return to your assistant", body + "\n" + _p(_RETURN))
 
 
-def _render_key_form(ask: AskForKey, *, action: str, cancel_url: str) -> str:
+def _csrf_field(token: str) -> str:
+    return f'<input type="hidden" name="{FormGuard.FIELD}" value="{escape(token)}">\n'
+
+
+def _render_key_form(ask: AskForKey, *, action: str, cancel_url: str, csrf: str) -> str:
     label = ask.connection.label
     return _document(
         f"Enter your {label}",
@@ -119,7 +138,8 @@ def _render_key_form(ask: AskForKey, *, action: str, cancel_url: str) -> str:
         )
         + f'\n<form method="post" action="{escape(action)}">\n'
         f'<input type="hidden" name="state" value="{escape(ask.state)}">\n'
-        f'<label for="key">{escape(label)}</label>\n'
+        + _csrf_field(csrf)
+        + f'<label for="key">{escape(label)}</label>\n'
         '<input type="password" id="key" name="key" autocomplete="off" spellcheck="false" required>\n'
         '<button type="submit">Connect</button>\n'
         "</form>\n"
@@ -137,7 +157,9 @@ def _render_cancelled() -> str:
     )
 
 
-def _render_sign_in(*, action: str, next_path: str | None, current: str | None, problem: str | None = None) -> str:
+def _render_sign_in(
+    *, action: str, next_path: str | None, current: str | None, csrf: str, problem: str | None = None
+) -> str:
     body = "<h1>Sign in (development)</h1>\n" + _p(
         "This sign-in is for development and demonstrations only: it trusts whatever name you type."
     )
@@ -148,7 +170,8 @@ def _render_sign_in(*, action: str, next_path: str | None, current: str | None, 
     hidden = "" if next_path is None else f'<input type="hidden" name="next" value="{escape(next_path)}">\n'
     body += (
         f'\n<form method="post" action="{escape(action)}">\n{hidden}'
-        '<label for="user">User name</label>\n'
+        + _csrf_field(csrf)
+        + '<label for="user">User name</label>\n'
         '<input type="text" id="user" name="user" autocomplete="username" required maxlength="64">\n'
         '<button type="submit">Sign in</button>\n</form>'
     )
@@ -163,6 +186,23 @@ def _render_signed_in(user: str) -> str:
         + "\n"
         + _p("Open the link from your assistant again to connect your account."),
     )
+
+
+_REFUSALS: Mapping[FormRefusal, str] = {
+    "cross_site": (
+        "This form was sent from another site, not from a page of this one, so it was refused. Nothing was changed "
+        "and nobody was signed in. If you meant to send it, open the page here and send the form from there."
+    ),
+    "no_token": (
+        "This form could not be checked: it was not sent from a page this browser was given here, or this browser "
+        "does not keep cookies. Nothing was changed and nobody was signed in. Open the page again and send the form "
+        "from there."
+    ),
+}
+
+
+def _render_refused(refusal: FormRefusal) -> str:
+    return _document("Refused: return to your assistant", "<h1>Refused</h1>\n" + _p(_REFUSALS[refusal]))
 
 
 def _render_problem(status: int) -> str:
@@ -253,31 +293,69 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
 
     - `GET /start?t=<token>`: the link from the assistant; to the provider (303), or the API-key form;
     - `GET /callback?state=&code=&error=`: where the provider sends the person back;
-    - `POST /key` (form `state`, `key`): the API-key form's answer;
+    - `POST /key` (form `state`, `key`, `csrf`): the API-key form's answer;
     - `GET /cancel`: the key form's way out, storing nothing;
-    - `GET|POST /dev/sign-in?next=<path>`: only when `verifier` is a `DevelopmentSignIn`.
+    - `GET|POST /dev/sign-in?next=<path>` (form `user`, `next`, `csrf`): only when `verifier` is a
+      `DevelopmentSignIn`.
+
+    Each POST passes `FormGuard` first (403 otherwise); the authorization is bound to the browser that opened the
+    link (`BROWSER_COOKIE`).
     """
     prefix = service.prefix
     development = verifier if isinstance(verifier, DevelopmentSignIn) else None
+    guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[service.base_url])
+    over_https = service.base_url.startswith("https:")
 
     def failed(outcome: Failed, opener: str | None) -> HTMLResponse:
         sign_in = f"{prefix}{DevelopmentSignIn.PATH}" if development is not None and opener is None else None
         return _html(_render_failed(outcome.message, sign_in_url=sign_in), outcome.status_code)
 
+    def with_form_token(request: Request, render: Callable[[str], str], status: int = 200) -> Response:
+        token, new = guard.token(request)
+        response = _html(render(token), status)
+        if new:
+            guard.remember(response, request, token, secure=over_https or request.url.scheme == "https")
+        return response
+
+    def browser_of(request: Request) -> str | None:
+        value = request.cookies.get(BROWSER_COOKIE, "")
+        return value if _BROWSER_VALUE.fullmatch(value) else None
+
     async def start(request: Request) -> Response:
         opener = await verifier(request)
-        outcome = await service.start(request.query_params.get("t", ""), opener=opener)
+        browser = browser_of(request) or secrets.token_urlsafe(32)
+        outcome = await service.start(request.query_params.get("t", ""), opener=opener, browser=browser)
+        if isinstance(outcome, Failed):
+            return failed(outcome, opener)
         if isinstance(outcome, Redirect):
-            return _redirect(outcome.url)
-        if isinstance(outcome, AskForKey):
-            return _html(_render_key_form(outcome, action=f"{prefix}/key", cancel_url=f"{prefix}/cancel"))
-        return failed(outcome, opener)
+            response: Response = _redirect(outcome.url)
+        else:
+            ask = outcome
+            response = with_form_token(
+                request,
+                lambda csrf: _render_key_form(ask, action=f"{prefix}/key", cancel_url=f"{prefix}/cancel", csrf=csrf),
+            )
+        # Lax, not Strict: the provider sends the person back with a top-level cross-site GET, which must carry it.
+        response.set_cookie(
+            BROWSER_COOKIE,
+            browser,
+            max_age=max(1, int(service.provider_visit_ttl)),
+            path=prefix,
+            httponly=True,
+            samesite="lax",
+            secure=over_https or request.url.scheme == "https",
+        )
+        return response
 
     async def callback(request: Request) -> Response:
         opener = await verifier(request)
         query = request.query_params
         outcome = await service.finish_oauth(
-            state=query.get("state"), code=query.get("code"), error=query.get("error"), opener=opener
+            state=query.get("state"),
+            code=query.get("code"),
+            error=query.get("error"),
+            opener=opener,
+            browser=browser_of(request),
         )
         if isinstance(outcome, Failed):
             return failed(outcome, opener)
@@ -286,12 +364,15 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
     async def key(request: Request) -> Response:
         opener = await verifier(request)
         form = await request.form(max_files=0, max_fields=_MAX_FIELDS, max_part_size=_MAX_FIELD_BYTES)
+        if (refusal := guard.check(request, form)) is not None:
+            return _html(_render_refused(refusal), 403)
         state, entered = form.get("state"), form.get("key")
         try:
             outcome = await service.finish_key(
                 state=state if isinstance(state, str) else None,
                 key=entered if isinstance(entered, str) else "",
                 opener=opener,
+                browser=browser_of(request),
             )
         except InvalidParamsError as exc:  # a key the provider's header cannot carry; its message names no key
             return failed(Failed(f"{exc} Nothing was connected. Ask your assistant again for a new link."), opener)
@@ -308,13 +389,23 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
         current = await development(request)
         if request.method == "GET":
             next_path = _safe_next(request.query_params.get("next"))
-            return _html(_render_sign_in(action=action, next_path=next_path, current=current))
+            return with_form_token(
+                request, lambda csrf: _render_sign_in(action=action, next_path=next_path, current=current, csrf=csrf)
+            )
         form = await request.form(max_files=0, max_fields=_MAX_FIELDS, max_part_size=_MAX_FIELD_BYTES)
+        if (refusal := guard.check(request, form)) is not None:
+            return _html(_render_refused(refusal), 403)
         user = str(form.get("user") or "").strip()
         next_path = _safe_next(str(form.get("next") or ""))
         if not _USER.fullmatch(user):
             problem = "Type a user name of 1 to 64 letters, digits, '_', '.', '@' or '-'."
-            return _html(_render_sign_in(action=action, next_path=next_path, current=current, problem=problem), 400)
+            return with_form_token(
+                request,
+                lambda csrf: _render_sign_in(
+                    action=action, next_path=next_path, current=current, csrf=csrf, problem=problem
+                ),
+                400,
+            )
         response: Response = _redirect(next_path) if next_path is not None else _html(_render_signed_in(user))
         response.set_cookie(
             DevelopmentSignIn.COOKIE,

@@ -4,6 +4,9 @@ It ties the pieces together: the accounts and links in the store (`repository`),
 the token keeper (`tokens`). The asking API reads an account's real status and, when it is not usable, asks for a
 fresh authorization link; the hosted pages check who opens a link, send the person to the provider, take the
 callback (state, PKCE verifier, code exchange) or the API key, and store the credential sealed.
+
+The pages give the service the random value the person's browser holds (`browser`, from a cookie): an authorization
+started in one browser can be finished only in that browser (`links.bound_state`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from askback.accounts.connections import (
     new_code_verifier,
     new_state,
 )
-from askback.accounts.links import Link, Refused
+from askback.accounts.links import Link, Refused, bound_state
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.status import Event, Status
 from askback.accounts.vault import Vault
@@ -84,14 +87,20 @@ class Failed:
 
 
 _UNKNOWN_STATE = (
-    "This sign-in was not started here, or it has already been finished. Nothing was changed. Ask your assistant "
-    "again for a new link."
+    "This sign-in was not started here, in this browser, or it has already been finished. Nothing was changed. Ask "
+    "your assistant again for a new link."
+)
+_OTHER_BROWSER = (
+    "This sign-in was not started in this browser, so it cannot be finished here, whoever is signed in. Nothing was "
+    "changed. Open the link from your assistant in the browser you sign in with (one that keeps cookies), or ask "
+    "your assistant again for a new link."
 )
 
 
 class AccountService:
     """Connected accounts for one server: `base_url` is where the hosted pages are reached (scheme, host, port),
-    `prefix` the path they are mounted under."""
+    `prefix` the path they are mounted under. A link can be opened for `link_ttl` seconds; once it is opened, the
+    person has `provider_visit_ttl` seconds to sign in at the provider (or enter the key) and come back."""
 
     def __init__(
         self,
@@ -104,6 +113,7 @@ class AccountService:
         base_url: str,
         prefix: str = "/accounts",
         link_ttl: float = 600.0,
+        provider_visit_ttl: float = 1800.0,
     ) -> None:
         self.accounts = accounts
         self.vault = vault
@@ -113,6 +123,7 @@ class AccountService:
         self.base_url = base_url.rstrip("/")
         self.prefix = "/" + prefix.strip("/")
         self.link_ttl = link_ttl
+        self.provider_visit_ttl = provider_visit_ttl
 
     # -- URLs --
 
@@ -143,30 +154,36 @@ class AccountService:
 
     # -- for the hosted pages --
 
-    async def start(self, token: str, *, opener: str | None) -> Redirect | AskForKey | Failed:
+    async def start(self, token: str, *, opener: str | None, browser: str) -> Redirect | AskForKey | Failed:
         """The start page: who opens the link is checked first, then the link is used up, then the person is sent
-        to the provider (OAuth) or shown the key form (API key)."""
-        decision = await self.accounts.use_link(token, opener=opener, now=self.clock.now())
+        to the provider (OAuth) or shown the key form (API key). The authorization is bound to `browser`, the random
+        value the opening browser holds, and must be finished within `provider_visit_ttl`."""
+        now = self.clock.now()
+        decision = await self.accounts.use_link(token, opener=opener, now=now)
         if isinstance(decision, Refused):
             return Failed(decision.message, status_code=403 if decision.reason == "other_user" else 400)
         link = decision.link
         connection = self.connections[link.connection]
         state = new_state()
+        verifier = "" if isinstance(connection, ApiKeyConnection) else new_code_verifier()
+        await self.accounts.remember_state(
+            token,
+            state=bound_state(state, browser),
+            sealed_verifier=self._seal_verifier(link, verifier),
+            until=now + self.provider_visit_ttl,
+        )
         if isinstance(connection, ApiKeyConnection):
-            await self.accounts.remember_state(token, state=state, sealed_verifier=self._seal_verifier(link, ""))
             return AskForKey(connection, state)
-        verifier = new_code_verifier()
-        await self.accounts.remember_state(token, state=state, sealed_verifier=self._seal_verifier(link, verifier))
         url = authorization_request(connection, redirect_uri=self.callback_url, state=state, code_verifier=verifier)
         return Redirect(url)
 
     async def finish_oauth(
-        self, *, state: str | None, code: str | None, error: str | None, opener: str | None
+        self, *, state: str | None, code: str | None, error: str | None, opener: str | None, browser: str | None
     ) -> Done | Failed:
-        """The OAuth callback: the state must be one this service issued and not yet used, the person the same
-        one the link was made for, the link unexpired; then the code is exchanged (with the PKCE verifier, to the
-        exact redirect URI) and the tokens are stored sealed."""
-        taken = await self._take(state, opener)
+        """The OAuth callback: the state must be one this service issued to this browser and not yet used, the
+        person the same one the link was made for, the time to come back not run out; then the code is exchanged
+        (with the PKCE verifier, to the exact redirect URI) and the tokens are stored sealed."""
+        taken = await self._take(state, opener, browser)
         if isinstance(taken, Failed):
             return taken
         link_account, verifier = taken
@@ -192,10 +209,12 @@ class AccountService:
         account = await self._connect(link_account, tokens.to_vault(), tokens.expires_at)
         return Done(account)
 
-    async def finish_key(self, *, state: str | None, key: str, opener: str | None) -> Done | Failed:
+    async def finish_key(
+        self, *, state: str | None, key: str, opener: str | None, browser: str | None
+    ) -> Done | Failed:
         """The API-key form: the same checks as the OAuth callback, then the key (validated by the connection's
         check request, when it has one) is stored sealed."""
-        taken = await self._take(state, opener)
+        taken = await self._take(state, opener, browser)
         if isinstance(taken, Failed):
             return taken
         link_account, _ = taken
@@ -224,10 +243,13 @@ class AccountService:
     def _seal_verifier(self, link: Link, verifier: str) -> str:
         return self.vault.seal(link.account_id, {"v": verifier})
 
-    async def _take(self, state: str | None, opener: str | None) -> tuple[Account, str] | Failed:
+    async def _take(self, state: str | None, opener: str | None, browser: str | None) -> tuple[Account, str] | Failed:
         if not state:
             return Failed(_UNKNOWN_STATE)
-        taken = await self.accounts.take_state(state, opener=opener, now=self.clock.now())
+        if browser is None:
+            # Nothing is looked up, so a callback from another browser cannot even learn whether the state is real.
+            return Failed(_OTHER_BROWSER, status_code=403)
+        taken = await self.accounts.take_state(bound_state(state, browser), opener=opener, now=self.clock.now())
         if isinstance(taken, Refused):
             return Failed(taken.message, status_code=403 if taken.reason == "other_user" else 400)
         if taken is None:

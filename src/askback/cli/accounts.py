@@ -194,7 +194,7 @@ def connections_list(as_json: Annotated[bool, _JSON] = False) -> None:
     rows: list[dict[str, Any]] = []
     for c in load_connections(path):
         if isinstance(c, ApiKeyConnection):
-            rows.append({"name": c.name, "kind": "api_key", "label": c.label})
+            rows.append({"name": c.name, "kind": "api_key", "label": c.label, "origins": list(c.origins)})
         else:
             rows.append(
                 {
@@ -204,6 +204,7 @@ def connections_list(as_json: Annotated[bool, _JSON] = False) -> None:
                     "issuer": c.issuer,
                     "scopes": list(c.scopes),
                     "revocation": c.revocation_url is not None,
+                    "origins": list(c.origins),
                 }
             )
     if as_json:

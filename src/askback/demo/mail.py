@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import SecretStr
 
 from askback import Askback, Flow
-from askback.accounts.connections import Connections, OAuthConnection
+from askback.accounts.connections import Connections, OAuthConnection, origin
 from askback.accounts.pages import DevelopmentSignIn
 from askback.accounts.setup import enable_accounts
 from askback.accounts.vault import Vault
@@ -103,6 +103,8 @@ def add_mail(app: Askback, mail: DemoMail) -> None:
         authorize_url=f"{mail.issuer}{AUTHORIZE_PATH}",
         token_url=f"{mail.issuer}{TOKEN_PATH}",
         scopes=(SCOPE,),
+        # Demo Mail serves its mailbox API itself: the one origin the token may go to.
+        origins=(origin(mail.issuer),),
     )
     accounts = enable_accounts(
         app,

@@ -57,7 +57,14 @@ def _walk(browser: httpx.Client, link: str, user: str, say: Callable[[str], None
     if first.status_code != 400 or sign_in is None:
         say(f"expected to be asked to sign in first, but the page says {_said(first)}")
         return False
-    signed_in = browser.post(urljoin(link, sign_in), data={"user": user})
+    sign_in_url = urljoin(link, sign_in)
+    form = browser.get(sign_in_url)
+    # The sign-in form carries this browser's form token, which its post must send back.
+    csrf = _first(r'name="csrf" value="([^"]*)"', form.text)
+    if form.status_code != 200 or csrf is None:
+        say(f"expected the development sign-in page, but it says {_said(form)}")
+        return False
+    signed_in = browser.post(sign_in_url, data={"user": user, "csrf": csrf})
     if signed_in.status_code != 200:
         say(f"the development sign-in refused {user}: {_said(signed_in)}")
         return False

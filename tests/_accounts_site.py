@@ -1,0 +1,187 @@
+"""The hosted account pages served on loopback for a test module: a SQLite store with every schema history, a real
+vault, an OAuth connection discovered from oidc-provider and an API-key connection, the development sign-in, a
+frozen clock, and uvicorn on the module's listening socket. Chromium helpers for a person using them."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+import anyio
+import httpx
+import uvicorn
+from pydantic import SecretStr
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from askback.accounts.connections import ApiKeyConnection, Connections, OAuthConnection, discover
+from askback.accounts.pages import DevelopmentSignIn, pages_app
+from askback.accounts.repository import Account, Accounts
+from askback.accounts.service import AccountService
+from askback.accounts.status import Status
+from askback.accounts.tokens import TokenKeeper
+from askback.accounts.vault import Vault, new_key
+from askback.clock import FrozenClock
+from askback.db.migrate import all_components
+from askback.store import Store
+from infra import OidcProvider
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext, Page
+
+PREFIX = "/accounts"
+STEP_TIMEOUT_MS = 10_000
+
+
+@dataclass
+class Site:
+    base: str
+    service: AccountService
+    accounts: Accounts
+    vault: Vault
+    clock: FrozenClock
+    verifier: DevelopmentSignIn
+    provider: OidcProvider
+
+    def url(self, path: str, **query: str) -> str:
+        return f"{self.base}{PREFIX}{path}" + (f"?{urlencode(query)}" if query else "")
+
+    async def link(self, principal: str, connection: str) -> tuple[str, Account]:
+        """A fresh link for a fresh account of `principal`: the start URL and the account."""
+        label = secrets.token_hex(4)
+        url = await self.service.link(principal, connection, label=label, flow_id=f"flow-{label}")
+        [account] = [a for a in await self.accounts.of(principal, connection) if a.label == label]
+        return url, account
+
+    async def account(self, account: Account) -> tuple[Status, str | None]:
+        """The account's stored status and sealed credential now."""
+        now = await self.accounts.get(account.id)
+        assert now is not None
+        return now.status, await self.accounts.sealed_credential(account.id)
+
+    def dev_cookie(self, user: str) -> str:
+        return f"{DevelopmentSignIn.COOKIE}={self.verifier.cookie_value(user)}"
+
+
+@contextlib.asynccontextmanager
+async def serve_site(
+    listener: socket.socket, provider: OidcProvider, database: Path, *, link_ttl: float, provider_visit_ttl: float
+) -> AsyncIterator[Site]:
+    base = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    store = await Store.open(f"sqlite:///{database}", migrate=True, components=all_components())
+    oauth = await discover(
+        OAuthConnection(
+            name="oidc",
+            client_id=provider.client_id,
+            client_secret=SecretStr(provider.client_secret),
+            issuer=provider.issuer,
+            scopes=("openid", "offline_access"),
+            authorize_params={"prompt": "consent"},
+        )
+    )
+    connections = Connections([oauth, ApiKeyConnection(name="notes", label="Notes API key")])
+    vault = Vault(new_key())
+    clock = FrozenClock(at=time.time())
+    accounts = Accounts(store)
+    tokens = TokenKeeper(accounts, vault, connections, clock=clock)
+    service = AccountService(
+        accounts=accounts,
+        vault=vault,
+        connections=connections,
+        tokens=tokens,
+        clock=clock,
+        base_url=base,
+        prefix=PREFIX,
+        link_ttl=link_ttl,
+        provider_visit_ttl=provider_visit_ttl,
+    )
+    verifier = DevelopmentSignIn(secrets.token_bytes(32))
+    served = Starlette(routes=[Mount(PREFIX, app=pages_app(service, verifier))])
+    server = uvicorn.Server(uvicorn.Config(served, lifespan="off", log_level="warning", timeout_graceful_shutdown=5))
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(server.serve, [listener])
+            yield Site(base, service, accounts, vault, clock, verifier, provider)
+            server.should_exit = True
+    finally:
+        await tokens.aclose()
+        await store.close()
+
+
+async def new_person(browser: Browser, site: Site, user: str | None = None) -> tuple[BrowserContext, Page]:
+    """A browser context of its own (a person's own browser), signed in as `user` when given."""
+    context = await browser.new_context()
+    context.set_default_timeout(STEP_TIMEOUT_MS)
+    context.set_default_navigation_timeout(STEP_TIMEOUT_MS)
+    if user is not None:
+        await context.add_cookies(
+            [{"name": DevelopmentSignIn.COOKIE, "value": site.verifier.cookie_value(user), "url": site.base}]
+        )
+    return context, await context.new_page()
+
+
+async def main_text(page: Page) -> str:
+    return " ".join((await page.locator("main").inner_text()).split())
+
+
+async def consent_and_hold_the_callback(page: Page, site: Site, link: str) -> str:
+    """Open `link`, sign in and consent at the provider, and stop the browser just before it loads the callback:
+    the callback URL the provider sent it to (with `state` and `code`), not yet used.
+
+    (Playwright cannot intercept a request the browser makes by following a redirect, and the provider sends the
+    person back with one: so the consent's own POST is sent from the route and its redirects followed there, with
+    the context's cookies, up to the callback.)"""
+    from playwright.async_api import Route
+
+    held: list[str] = []
+    callback = site.url("/callback")
+
+    async def hold(route: Route) -> None:
+        response = await route.fetch(max_redirects=0)
+        location: str | None = None
+        for _ in range(5):
+            location = response.headers.get("location")
+            if location is None or location.startswith(callback):
+                break
+            response = await page.context.request.get(location, max_redirects=0)
+        if location is None:
+            await route.fulfill(response=response)
+            return
+        held.append(location)
+        await route.fulfill(status=200, content_type="text/html", body="<title>Held</title><h1>Held</h1>")
+
+    await page.goto(link)
+    await page.wait_for_url(lambda u: u.startswith(site.provider.issuer))
+    await page.fill("input[name=login]", "alice")
+    await page.fill("input[name=password]", "anything")
+    await page.click("button[type=submit]")
+    await page.locator("h1", has_text="Authorize").wait_for()
+
+    def at_the_provider(url: str) -> bool:
+        return url.startswith(site.provider.issuer)
+
+    await page.route(at_the_provider, hold)
+    await page.get_by_role("button", name="Continue").click()
+    await page.locator("h1", has_text="Held").wait_for()
+    await page.unroute(at_the_provider, hold)
+    assert len(held) == 1
+    return held[0]
+
+
+def form_field(html: str, name: str) -> str:
+    found = re.search(rf'name="{re.escape(name)}" value="([^"]+)"', html)
+    assert found is not None, f"no {name} field"
+    return found.group(1)
+
+
+async def form_token(http: httpx.AsyncClient, path: str = f"{PREFIX}/dev/sign-in") -> str:
+    """A page's form token, as a browser gets it (its cookie is now in the client's jar)."""
+    return form_field((await http.get(path)).text, "csrf")
