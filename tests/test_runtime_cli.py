@@ -144,5 +144,5 @@ def test_resume_of_a_call_still_waiting_exits_3_and_says_what_it_waits_for(url: 
     waiting = askback(db, "inbox", "resume", parked.call_id)
     assert waiting.returncode == 3
     assert f"{parked.call_id}: parked on round 1, waiting for ok" in waiting.stdout
-    nothing = askback(db, "inbox", "resume")
+    nothing = askback(db, "inbox", "resume", "--due")
     assert nothing.returncode == 0 and nothing.stdout.strip() == "no call can be resumed now"

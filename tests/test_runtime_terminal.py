@@ -32,6 +32,7 @@ import pytest
 from rich.console import Console
 
 from _http import Served, served
+from askback.errors import UnansweredError
 from askback.runtime import Interactive, Question, Runtime, declared_modes
 from askback.runtime.terminal import TerminalRenderer
 
@@ -268,13 +269,14 @@ async def test_an_unknown_review_choice_is_asked_again() -> None:
     assert "Type s, e, d or c." in script.screen
 
 
-async def test_the_end_of_input_cancels() -> None:
+async def test_the_end_of_input_leaves_the_question_unanswered() -> None:
     renderer, script = terminal("Ada", eof=True)
 
-    answer = await renderer.ask(form(PARCEL))
+    with pytest.raises(UnansweredError):
+        await renderer.ask(form(PARCEL))
 
-    assert answer.action == "cancel"
-    assert "(end of input)\nCancelled." in script.screen
+    assert "(end of input: the question is left unanswered)" in script.screen
+    assert "Cancelled." not in script.screen
 
 
 async def test_server_text_is_shown_as_text_never_as_markup_or_terminal_controls() -> None:
@@ -338,13 +340,13 @@ async def test_a_loopback_http_link_is_shown_in_development_mode_only(developmen
     assert ("This link goes to: 127.0.0.1" in script.screen) is shown
 
 
-async def test_a_host_with_invisible_or_foreign_characters_is_shown_with_them_made_visible() -> None:
+async def test_a_link_whose_host_has_an_invisible_character_is_refused() -> None:
     renderer, script = terminal("c")
 
     await renderer.ask(link("https://bücher.example\u200b.com/connect"))
 
-    assert "This link goes to: bücher.example%E2%80%8B.com" in script.screen
-    assert "\u200b" not in script.screen
+    assert "invisible or direction-changing character (U+200B)" in script.screen
+    assert "This link goes to" not in script.screen and "\u200b" not in script.screen
 
 
 async def test_an_internationalised_host_is_also_shown_in_its_ascii_form() -> None:

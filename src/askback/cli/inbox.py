@@ -4,24 +4,34 @@ calls from the command line.
 A parked call waits in the runtime's store (`--database`, default ASKBACK_DATABASE_URL) until its questions are
 answered here, in the web inbox (`askback inbox serve`), or by the runtime's own code, then `resume` sends the round
 back to the server. `askback call` runs one call to completion at the terminal, answering through the terminal
-prompt. `--json` prints one JSON document.
+prompt (`--park` only parks it). `--json` prints one JSON document.
+
+Everything a server wrote (messages, keys, its name, results, errors) is printed through `for_terminal`, so that
+it cannot drive the terminal; lists shorten long text (`show` and `--json` have it whole). Each question says
+which server asks (the host reached, the name it gives itself) and for which call. Exit statuses are the command
+line's one scheme (`askback.cli.output.ExitStatus`): 0 done, 1 the tool reported an error, 2 a usage error, 3 the
+call waits (parked), 4 no such call, 5 the call could not go on, 70 a crash, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from askback.cli.output import UsageError, print_error, reports_errors
+from askback.cli.output import ExitStatus, UsageError, print_error, reports_errors
+from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
-    from askback.runtime import Runtime
+    from askback.runtime import Question, Runtime
     from askback.runtime.calls import Outcome, Pending
+    from askback.runtime.questions import Mode
     from askback.runtime.renderers import Renderer
+    from askback.runtime.terminal import TerminalRenderer
 
 __all__ = ["register"]
 
@@ -36,6 +46,17 @@ inbox_app = typer.Typer(
 _DATABASE = typer.Option("--database", help="The runtime's database URL (default: ASKBACK_DATABASE_URL).")
 _JSON = typer.Option("--json", help="Print JSON.")
 _USER = typer.Option("--user", help="Who answers (recorded with each answer).")
+# `inbox list` is a table: a long message, a call's arguments and a round of many questions are shortened there.
+_MESSAGE_LISTED = 120
+_CALL_LISTED = 100
+_QUESTIONS_LISTED = 20
+_CALL_SHOWN = 1000
+_DEFAULT_TIMEOUT = 30.0
+_TIMEOUT = typer.Option(
+    "--timeout",
+    min=0.001,
+    help="Seconds to wait for the server's answer to a round; a parked call stays parked when it runs out.",
+)
 
 
 def _when(at: float | None) -> str:
@@ -43,17 +64,22 @@ def _when(at: float | None) -> str:
 
 
 def _with_runtime(
-    database: str | None, work: Callable[[Runtime], Awaitable[_T]], *, renderers: tuple[Renderer, ...] = ()
+    database: str | None,
+    work: Callable[[Runtime], Awaitable[_T]],
+    *,
+    renderers: tuple[Renderer, ...] = (),
+    timeout: float = _DEFAULT_TIMEOUT,
+    settings_given: Mapping[str, Any] | None = None,
 ) -> _T:
     from askback.cli.db import run_with_database
     from askback.runtime import Runtime, WebInbox
     from askback.settings import load_settings
 
-    settings = load_settings()
+    settings = load_settings(**(settings_given or {}))
     url = database or settings.database_url
 
     async def run() -> _T:
-        runtime = await Runtime.open(url, settings=settings, renderers=renderers or (WebInbox(),))
+        runtime = await Runtime.open(url, settings=settings, renderers=renderers or (WebInbox(),), timeout=timeout)
         try:
             return await work(runtime)
         finally:
@@ -64,21 +90,21 @@ def _with_runtime(
 
 
 def _outcome(outcome: Outcome, as_json: bool) -> int:
-    """Print a call's outcome; the exit status: 0 completed, 3 parked or claimed, 1 a tool error."""
+    """Print a call's outcome; the exit status: 0 completed, 1 a tool error, 3 parked or claimed."""
     from askback.runtime import Claimed, Completed
 
     if isinstance(outcome, Completed):
         if as_json:
             typer.echo(json.dumps({"call_id": outcome.call_id, "status": "completed", "result": outcome.result}))
         else:
-            typer.echo(outcome.text)
-        return 1 if outcome.is_error else 0
+            typer.echo(for_terminal(outcome.text, lines=True))
+        return ExitStatus.FAILED if outcome.is_error else ExitStatus.OK
     if isinstance(outcome, Claimed):
         if as_json:
             typer.echo(json.dumps({"call_id": outcome.call_id, "status": "claimed", "round": outcome.round}))
         else:
             typer.echo(f"{outcome.call_id}: another process is resuming round {outcome.round}; nothing sent from here")
-        return 3
+        return ExitStatus.WAITING
     if as_json:
         typer.echo(
             json.dumps(
@@ -93,16 +119,23 @@ def _outcome(outcome: Outcome, as_json: bool) -> int:
             )
         )
     else:
-        waiting = ", ".join(outcome.missing) or "nothing (resume it)"
-        typer.echo(f"{outcome.call_id}: parked on round {outcome.round}, waiting for {waiting}")
+        keys = [shorten(key, 60) for key in outcome.missing[:_QUESTIONS_LISTED]]
+        more = len(outcome.missing) - len(keys)
+        waiting = ", ".join(keys) + (f" and {more} more" if more > 0 else "") or "nothing (resume it)"
+        typer.echo(f"{outcome.call_id}: parked on round {outcome.round}, waiting for {for_terminal(waiting)}")
         typer.echo(
             f"  answer with `askback inbox answer {outcome.call_id}`; it is cancelled at {_when(outcome.deadline)}"
         )
-    return 3
+    return ExitStatus.WAITING
 
 
-def _question(q: Any) -> dict[str, Any]:
-    found = {"call_id": q.call_id, "round": q.round, "key": q.key, "mode": q.mode, "message": q.message}
+def _question(q: Question) -> dict[str, Any]:
+    found: dict[str, Any] = {"call_id": q.call_id, "round": q.round, "key": q.key, "mode": q.mode, "message": q.message}
+    if q.origin is not None:
+        found["server"] = q.origin.server
+        found["server_name"] = q.origin.server_name
+    if q.problem is not None:
+        found["problem"] = q.problem
     if q.mode == "form":
         found["schema"] = q.schema
     if q.mode == "url":
@@ -119,7 +152,9 @@ def inbox_list(
     database: Annotated[str | None, _DATABASE] = None,
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
-    """List the unanswered questions of parked calls: call, round, key, who answers, mode, message."""
+    """List the unanswered questions of parked calls, call by call: who answers, which server asks (its host and
+    the name it gives itself) for which tool, then each question's key, mode and message (shortened: `inbox show`
+    and --json have them whole)."""
 
     async def work(runtime: Runtime) -> list[Pending]:
         return await runtime.inbox(principal=user, run_id=run)
@@ -138,10 +173,36 @@ def inbox_list(
     if not found:
         typer.echo("no questions waiting")
         return
+    calls: dict[str, list[Pending]] = {}
     for p in found:
-        q = p.question
-        where = f"  -> {q.host}" if q.mode == "url" else ""
-        typer.echo(f"{q.call_id}  round {q.round}  {q.key}  {p.principal}  {p.target}  {q.mode}  {q.message}{where}")
+        calls.setdefault(p.question.call_id, []).append(p)
+    for call_id, pending in calls.items():
+        first = pending[0]
+        typer.echo(
+            f"{call_id}  round {first.question.round}  for {for_terminal(first.principal)}  answer by "
+            f"{_when(first.deadline)}"
+        )
+        typer.echo(f"  {_asked_by(first.question, _CALL_LISTED)}")
+        for p in pending[:_QUESTIONS_LISTED]:
+            q = p.question
+            where = f"  -> {for_terminal(q.host or '?')}" if q.mode == "url" else ""
+            if q.problem is not None:
+                where = "  (cannot be shown: decline or cancel it)"
+            message = for_terminal(shorten(q.message, _MESSAGE_LISTED))
+            typer.echo(f"  {for_terminal(shorten(q.key, 40))} ({q.mode or q.method}): {message}{where}")
+        if len(pending) > _QUESTIONS_LISTED:
+            typer.echo(
+                f"  … and {len(pending) - _QUESTIONS_LISTED} more: `askback inbox show {call_id}` lists them all"
+            )
+
+
+def _asked_by(q: Question, limit: int) -> str:
+    """Which server asks `q` and for which call, on one line, safe to print."""
+    origin = q.origin
+    if origin is None:
+        return "asked by a server this runtime did not record"
+    name = f' (it calls itself "{for_terminal(shorten(origin.server_name, 60))}")' if origin.server_name else ""
+    return f"asked by the server at {for_terminal(origin.host)}{name}, for the {for_terminal(origin.call(limit))}"
 
 
 @inbox_app.command("show")
@@ -167,6 +228,7 @@ def inbox_show(
                     "run_id": record.run_id,
                     "principal": record.principal,
                     "server": record.server,
+                    "server_name": record.server_name,
                     "method": record.method,
                     "target": record.target,
                     "arguments": record.arguments,
@@ -182,24 +244,47 @@ def inbox_show(
             )
         )
         return
-    typer.echo(f"{record.id}: {record.method} {record.target} on {record.server}, for {record.principal}")
+    origin = record.origin
+    name = f' (it calls itself "{for_terminal(origin.server_name)}")' if origin.server_name else ""
+    typer.echo(f"{record.id}: the {for_terminal(origin.call(_CALL_SHOWN))}, for {for_terminal(record.principal)}")
+    typer.echo(f"  server {for_terminal(record.server)}{name}")
     typer.echo(f"status {record.status}, round {record.round}; deadline {_when(record.deadline)}")
     for q in record.questions:
         state = answers.get(q.key, {}).get("action", "waiting")
-        typer.echo(f"  {q.key} ({q.mode}): {q.message}  [{state}]")
-        if q.mode == "url":
-            typer.echo(f"    link to {q.host}: {q.url}")
+        typer.echo(f"  {for_terminal(q.key)} ({q.mode}): {for_terminal(q.message, lines=True)}  [{state}]")
+        if q.problem is not None:
+            typer.echo(
+                f"    cannot be shown: {for_terminal(q.problem)}; decline or cancel it "
+                f"(askback inbox decline {record.id} KEY)"
+            )
+        elif q.mode == "url":
+            typer.echo(f"    {_link_line(q)}")
     if record.error:
-        typer.echo(f"error: {record.error}")
+        typer.echo(f"error: {for_terminal(record.error, lines=True)}")
     for r in rounds:
         typer.echo(f"  round {r['round']}: asked {_when(r['asked_at'])}, answered {_when(r['sent_at'])}")
 
 
-def _terminal() -> Renderer:
+def _link_line(q: Question) -> str:
+    """A URL question's link as a browser reads it, or why it is not shown as a link."""
+    from askback.errors import UnsafeLinkError
+    from askback.runtime.questions import check_link
+    from askback.settings import load_settings
+
+    try:
+        link = check_link(q.url or "", development=load_settings().development)
+    except UnsafeLinkError as exc:
+        return f"not shown as a link: {for_terminal(str(exc))}"
+    return f"link to {for_terminal(link.shown)}: {for_terminal(link.href)}"
+
+
+def _terminal(modes: frozenset[Mode] | None = None) -> TerminalRenderer:
     from askback.runtime.terminal import TerminalRenderer
     from askback.settings import load_settings
 
-    return TerminalRenderer(development=load_settings().development)
+    if modes is None:
+        return TerminalRenderer(development=load_settings().development)
+    return TerminalRenderer(development=load_settings().development, modes=modes)
 
 
 def _answer(
@@ -210,9 +295,13 @@ def _answer(
     user: str | None,
     database: str | None,
     resume: bool,
+    timeout: float = _DEFAULT_TIMEOUT,
+    accept: bool = False,
 ) -> None:
     from askback.runtime import Answer, WebInbox
 
+    if accept and content is not None:
+        raise UsageError("give --accept (a URL question) or --json (a form's values), not both")
     parsed: Any = None
     if content is not None:
         try:
@@ -221,8 +310,8 @@ def _answer(
             raise UsageError(f"--json is not JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(parsed, dict):
             raise UsageError('--json must be an object of field values, e.g. {"confirm": true}')
-    # Accepting without --json asks at the terminal, this round and (with --resume) every round after it.
-    at_terminal = action == "accept" and parsed is None
+    # Accepting without --json or --accept asks at the terminal, this round and (with --resume) every round after it.
+    at_terminal = action == "accept" and parsed is None and not accept
 
     async def work(runtime: Runtime) -> int:
         record = await runtime.calls.get(call_id)
@@ -232,6 +321,12 @@ def _answer(
             raise UsageError(
                 f"call {call_id} has no unanswered question{f' {key!r}' if key else ''} in round {record.round} "
                 f"(it is {record.status}; `askback inbox show {call_id}` says more)"
+            )
+        forms = [q for q in questions if q.mode != "url"]
+        if accept and forms:
+            raise UsageError(
+                f"--accept answers a URL question, and {for_terminal(shorten(forms[0].key, 60))!r} of call {call_id} "
+                "is not one: give its values with --json, or answer it at the prompt (no --accept)"
             )
         if at_terminal:
             waiting = await runtime.answer_here(call_id, by=user, keys=[q.key for q in questions])
@@ -244,7 +339,7 @@ def _answer(
             return 0
         return _outcome(await runtime.resume(call_id), False)
 
-    code = _with_runtime(database, work, renderers=(_terminal(),) if at_terminal else (WebInbox(),))
+    code = _with_runtime(database, work, renderers=(_terminal(),) if at_terminal else (WebInbox(),), timeout=timeout)
     if code:
         raise typer.Exit(code)
 
@@ -262,12 +357,17 @@ def inbox_answer(
         str | None, typer.Option("--json", help="Accept with these field values (a JSON object).")
     ] = None,
     user: Annotated[str | None, _USER] = None,
+    accept: Annotated[
+        bool, typer.Option("--accept", help="Accept a URL question (you have finished at its link).")
+    ] = False,
     resume: Annotated[bool, _RESUME] = False,
+    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
-    """Accept a call's questions: with --json, or at the terminal prompt (forms from their schema, a review before
-    sending, :d to decline, :c to cancel; a URL question shows its host and is accepted once you are done)."""
-    _answer(call_id, key, "accept", content, user, database, resume)
+    """Accept a call's questions: a form with --json, a URL question with --accept, or either at the terminal
+    prompt (forms from their schema, a review before sending, :d to decline, :c to cancel; a URL question shows
+    its host and is accepted once you are done)."""
+    _answer(call_id, key, "accept", content, user, database, resume, timeout, accept=accept)
 
 
 @inbox_app.command("decline")
@@ -277,10 +377,11 @@ def inbox_decline(
     key: Annotated[str | None, _KEY] = None,
     user: Annotated[str | None, _USER] = None,
     resume: Annotated[bool, _RESUME] = False,
+    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
     """Decline a call's question (or every unanswered one of its round)."""
-    _answer(call_id, key, "decline", None, user, database, resume)
+    _answer(call_id, key, "decline", None, user, database, resume, timeout)
 
 
 @inbox_app.command("cancel")
@@ -290,28 +391,41 @@ def inbox_cancel(
     key: Annotated[str | None, _KEY] = None,
     user: Annotated[str | None, _USER] = None,
     resume: Annotated[bool, _RESUME] = False,
+    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
     """Cancel (dismiss) a call's question (or every unanswered one of its round)."""
-    _answer(call_id, key, "cancel", None, user, database, resume)
+    _answer(call_id, key, "cancel", None, user, database, resume, timeout)
 
 
 @inbox_app.command("resume")
 @reports_errors
 def inbox_resume(
-    call_id: Annotated[str | None, typer.Argument(help="The call id; every call that can go when omitted.")] = None,
+    call_id: Annotated[str | None, typer.Argument(help="The call id (or --due).")] = None,
+    due: Annotated[
+        bool, typer.Option("--due", help="Resume every call of the store that can go now, everyone's.")
+    ] = False,
+    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
     database: Annotated[str | None, _DATABASE] = None,
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Send a parked round back to its server once its questions are answered (or its deadline has passed:
-    unanswered questions go as cancel). Exit status 0 completed, 3 still parked or resumed elsewhere, 1 tool error."""
+    unanswered questions go as cancel). Exit status 0 completed, 3 still parked or resumed elsewhere, 1 tool error.
+    With --due instead of a call id, every call of the store that can go now (in a shared store: everyone's)."""
+    if call_id is None and not due:
+        raise UsageError(
+            "say which call to resume: `askback inbox resume CALL_ID`, or `--due` for every call of the store that "
+            "can go now (in a shared store, everyone's)"
+        )
+    if call_id is not None and due:
+        raise UsageError("give a call id or --due, not both")
 
     async def work(runtime: Runtime) -> list[Outcome]:
         if call_id is not None:
             return [await runtime.resume(call_id)]
         return await runtime.resume_due()
 
-    outcomes = _with_runtime(database, work)
+    outcomes = _with_runtime(database, work, timeout=timeout)
     if call_id is None and not outcomes:
         typer.echo("no call can be resumed now")
         return
@@ -365,6 +479,28 @@ def inbox_serve(
     _with_runtime(database, work)
 
 
+_MODES = ("form", "url")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _modes(text: str) -> frozenset[Mode]:
+    """`--modes form,url`: the modes the call declares (none: an empty value)."""
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    unknown = [w for w in words if w not in _MODES]
+    if unknown:
+        raise UsageError(f"--modes takes form, url or both (form,url), not {', '.join(unknown)}")
+    return frozenset(w for w in _MODES if w in words)  # type: ignore[misc]
+
+
+def _duration(text: str) -> float:
+    """`--deadline 90`, `90s`, `15m`, `2h` or `1d`: seconds."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is None or float(found.group(1)) <= 0:
+        raise UsageError(f"--deadline takes a duration such as 90s, 15m, 2h or 1d, not {text!r}")
+    return float(found.group(1)) * _SECONDS[found.group(2)]
+
+
 def call(
     server: Annotated[str, typer.Argument(help="The MCP server's URL.")],
     tool: Annotated[str, typer.Argument(help="The tool to call.")],
@@ -374,28 +510,78 @@ def call(
         str | None,
         typer.Option("--token", envvar="ASKBACK_CALL_TOKEN", help="A bearer token for the server (never stored)."),
     ] = None,
+    park: Annotated[
+        bool,
+        typer.Option("--park", help="Send the first round and leave the call parked: print its id and exit."),
+    ] = False,
+    modes: Annotated[
+        str,
+        typer.Option("--modes", help="The question modes to declare: form, url or form,url (empty: none)."),
+    ] = "form,url",
+    deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--deadline", help="How long each round waits for answers (90s, 15m, 2h, 1d; ASKBACK_ANSWER_WAIT)."
+        ),
+    ] = None,
+    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
     database: Annotated[str | None, _DATABASE] = None,
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Call a tool and answer its questions at the terminal, round after round, until it completes. The call is
-    kept in the runtime's store meanwhile: if this command stops, `askback inbox` has it."""
+    kept in the runtime's store meanwhile: at the end of input, or at a Ctrl-C, it stays parked (never cancelled)
+    and `askback inbox` has it. With --park, the first round is sent and the call left parked at once: its id is
+    printed (exit status 0). Exit status 0 completed, 1 the tool reported an error, 3 parked, 130 interrupted."""
+    from askback.runtime import Parked, WebInbox
+
     try:
         args = json.loads(arguments)
     except json.JSONDecodeError as exc:
         raise UsageError(f"--args is not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(args, dict):
         raise UsageError('--args must be a JSON object, e.g. {"service": "web"}')
+    declared = _modes(modes)
+    given = {} if deadline is None else {"answer_wait": _duration(deadline)}
+    terminal = None if park else _terminal(declared)
 
     async def work(runtime: Runtime) -> int:
         if token is not None:
             runtime.headers = lambda _server: {"Authorization": f"Bearer {token}"}
-        return _outcome(await runtime.call_tool(server, tool, args, principal=user), as_json)
+        outcome = await runtime.call_tool(server, tool, args, principal=user)
+        if park and isinstance(outcome, Parked):
+            if as_json:
+                _outcome(outcome, True)
+            else:
+                typer.echo(outcome.call_id)
+                typer.echo(
+                    f"parked on round {outcome.round}: answer with `askback inbox answer {outcome.call_id}` or in "
+                    f"the web inbox, by {_when(outcome.deadline)}",
+                    err=True,
+                )
+            return ExitStatus.OK
+        if isinstance(outcome, Parked) and not as_json:
+            typer.echo(
+                f"{outcome.call_id}: left parked, not cancelled (nothing more to read at the terminal)", err=True
+            )
+        return _outcome(outcome, as_json)
 
+    renderers: tuple[Renderer, ...] = (WebInbox(modes=declared),) if terminal is None else (terminal,)
     try:
-        code = _with_runtime(database, work, renderers=(_terminal(),))
+        code = _with_runtime(database, work, renderers=renderers, timeout=timeout, settings_given=given)
     except KeyboardInterrupt:
-        print_error(f"interrupted: a call that asked waits in the store; `askback inbox list --user {user}` shows it")
-        raise typer.Exit(130) from None
+        asking = None if terminal is None else terminal.asking
+        if asking is None:
+            print_error(
+                f"interrupted: a call that asked waits in the store; `askback inbox list --user {user}` shows it"
+            )
+        elif asking.call_id.startswith("mem_"):
+            print_error("interrupted: the question a 2025-11-25 server pushed ends with its connection")
+        else:
+            print_error(
+                f"interrupted: call {asking.call_id} is left parked on round {asking.round}, not cancelled; answer "
+                f"it with `askback inbox answer {asking.call_id}` (`askback inbox list --user {user}` lists it)"
+            )
+        raise typer.Exit(ExitStatus.INTERRUPTED) from None
     if code:
         raise typer.Exit(code)
 

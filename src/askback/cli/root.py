@@ -8,6 +8,8 @@ so `askback lint --help` starts fast.
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from askback.cli import accounts, audit, check, db, demo, inbox, keys, lint, serve, vault
@@ -19,6 +21,16 @@ __all__ = ["app", "main"]
 app = typer.Typer(
     help="askback: MCP tools that ask the human, on every instance.", no_args_is_help=True, rich_markup_mode=None
 )
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="Print a crash's traceback too (as ASKBACK_DEBUG=1)."),
+) -> None:
+    if debug:
+        # The setting, for whatever reads it in this process (the error boundary, the settings object).
+        os.environ["ASKBACK_DEBUG"] = "1"
+
 
 # `askback --help` lists the commands in the order they are added here, then the groups (keys, db).
 serve.register(app)

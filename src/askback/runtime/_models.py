@@ -41,6 +41,8 @@ class CallRow(Base):
     run_id: Mapped[str | None] = mapped_column(String(255), index=True)
     principal: Mapped[str] = mapped_column(String(255))
     server: Mapped[str] = mapped_column(Text)
+    # The name the server gave itself (`serverInfo`) when the call was made: shown with its questions.
+    server_name: Mapped[str | None] = mapped_column(Text)
     protocol: Mapped[str | None] = mapped_column(String(32))
     method: Mapped[str] = mapped_column(String(32))
     target: Mapped[str] = mapped_column(Text)

@@ -20,14 +20,25 @@ changes it, and `pyproject.toml` pins `mcp` to 2.3.*):
 On a 2026-07-28 connection the tools are listed once before its first tool call: the session mirrors a tool's
 `x-mcp-header` arguments into `Mcp-Param-*` headers only for tools it has listed, and the spec makes those headers
 the client's duty, not something to learn from a server's -32020.
+
+What a server sends is not trusted to be well formed. The SDK validates a round's result against the spec's schema;
+when it refuses one, the result as the server sent it (kept by the same wrapper) is judged here: a round whose
+questions can be read is returned as it is, to be parked even if a form inside it cannot be rendered; anything
+else is `UnreadableResult`, as is an answer the SDK could not parse at all (JSON nested past its parser's limit).
+The SDK logs such a parse failure with its traceback before failing the request; on the runtime's own connections
+that record becomes one debug line (`_ServerInputRecords`), since the runtime raises one error for it. Whatever
+ends a connection's block, the SDK's task groups wrap it in exception groups; `connect` raises the one exception
+that explains it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
@@ -42,9 +53,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-from askback.runtime.questions import Mode
+from askback.errors import AskbackError
+from askback.runtime.questions import Mode, unreadable_round
 
-__all__ = ["Connection", "Method", "PushHandler", "connect"]
+__all__ = ["Connection", "Method", "PushHandler", "UnreadableResult", "connect", "validation_reason"]
 
 log = logging.getLogger("askback.runtime")
 
@@ -58,6 +70,68 @@ _REQUESTS: dict[str, type[Any]] = {
     "prompts/get": mcp_types.GetPromptRequest,
     "resources/read": mcp_types.ReadResourceRequest,
 }
+
+
+# The raw result of the last round sent in this task (set by `_complete_by_default`'s wrapper, read by
+# `Connection._send` when the SDK refuses it): a context variable, so rounds sent by other tasks never mix.
+_RAW: ContextVar[dict[str, Any] | None] = ContextVar("askback_runtime_raw", default=None)
+# True inside the runtime's own connections (their transport tasks inherit it): whose SDK records are quietened.
+_OURS: ContextVar[bool] = ContextVar("askback_runtime_connection", default=False)
+# The SDK's loggers that report a server's unreadable answer (with its traceback) before failing the request.
+_SDK_LOGGERS = (
+    "mcp.client.streamable_http",
+    "mcp.client.session",
+    "mcp.client.client",
+    "mcp.shared.jsonrpc_dispatcher",
+)
+_SDK_PARSE = re.compile(r"Failed to parse (?:JSON response|SSE message)")
+_INVALID_JSON = re.compile(r"Invalid JSON: ([^\[\n]{1,120})")
+
+
+class UnreadableResult(Exception):
+    """The server's answer to a round cannot be read as the method's result; `reason` says what was wrong (never
+    the server's text itself)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _ServerInputRecords(logging.Filter):
+    """Makes a record the SDK logs with a traceback, on one of the runtime's connections, one debug line.
+
+    The SDK logs what it cannot parse in a server's answer with `logger.exception` (a full traceback on stderr when
+    nobody configured logging) and then fails the request, which the runtime raises as one askback error: from a
+    server's input, no traceback reaches the person's terminal. Records of other code using the SDK are untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.levelno > logging.DEBUG and _OURS.get():
+            exc = record.exc_info[1]
+            summary = " ".join(str(exc).split())[:200] if exc is not None else ""
+            record.msg, record.args = "%s (%s: %s)", (record.getMessage(), type(exc).__name__, summary)
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+@cache
+def _quieten_sdk() -> None:
+    quiet = _ServerInputRecords()
+    for name in _SDK_LOGGERS:
+        logging.getLogger(name).addFilter(quiet)
+
+
+def validation_reason(exc: ValidationError) -> str:
+    """What the SDK found wrong with a result, in a few words: where (by field names) and what, never the values."""
+    parts: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False)[:3]:
+        where = ".".join(
+            str(p) if isinstance(p, int) else repr(str(p)).encode("ascii", "backslashreplace").decode()
+            for p in error["loc"]
+        )
+        parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def declared_elicitation(modes: frozenset[Mode]) -> mcp_types.ElicitationCapability | None:
@@ -85,8 +159,10 @@ def _complete_by_default(session: ClientSession) -> None:
 
     async def sending(method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> dict[str, Any]:
         raw = await send(method, params, opts)
-        if method in _REQUESTS and "resultType" not in raw and session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            raw = {**raw, "resultType": "complete"}
+        if method in _REQUESTS:
+            if "resultType" not in raw and session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                raw = {**raw, "resultType": "complete"}
+            _RAW.set(raw)
         return raw
 
     dispatcher.send_raw_request = sending  # type: ignore[method-assign]
@@ -112,12 +188,21 @@ class Connection:
     """A connected client, for sending the rounds of calls."""
 
     client: Client
+    # The (call id, round) being sent on this connection, to say what became of it if the connection fails.
+    sending: tuple[str, int] | None = field(default=None, init=False)
     _tools_listed: bool = field(default=False, init=False, repr=False)
 
     @property
     def protocol(self) -> str:
         """The negotiated protocol version."""
         return self.client.protocol_version
+
+    @property
+    def server_name(self) -> str | None:
+        """The name the server gives itself (`serverInfo`), when it gave one on this connection (a resume, which
+        skips `server/discover`, has none)."""
+        info = self.client.server_info
+        return None if info is None else info.name
 
     async def send(
         self,
@@ -132,16 +217,25 @@ class Connection:
         """Send one round and return the result as JSON (by alias). A result with no `resultType` comes back with
         `resultType: "complete"` (see `_complete_by_default`). A JSON-RPC error is `MCPError`; a -32020 header
         mismatch on a tool call is recovered once, as the spec says, by listing the tools again (the `Mcp-Param-*`
-        headers come from the listing) and resending."""
+        headers come from the listing) and resending. A round of questions the SDK refuses only for what is inside
+        a question comes back as sent (its questions carry their `problem`); any other answer that cannot be read
+        is `UnreadableResult`."""
         if method == "tools/call" and not self._tools_listed and self.protocol in MODERN_PROTOCOL_VERSIONS:
             await self._learn_tools()
         try:
-            return await self._send(method, target, arguments, responses, state, read_timeout)
+            try:
+                return await self._send(method, target, arguments, responses, state, read_timeout)
+            except MCPError as exc:
+                if method != "tools/call" or exc.code != mcp_types.HEADER_MISMATCH:
+                    raise
+                await self.client.list_tools(cache_mode="refresh")
+                return await self._send(method, target, arguments, responses, state, read_timeout)
         except MCPError as exc:
-            if method != "tools/call" or exc.code != mcp_types.HEADER_MISMATCH:
+            if exc.code != mcp_types.PARSE_ERROR or not _SDK_PARSE.match(exc.message):
                 raise
-            await self.client.list_tools(cache_mode="refresh")
-            return await self._send(method, target, arguments, responses, state, read_timeout)
+            found = _INVALID_JSON.search(exc.message)
+            reason = f"its JSON cannot be parsed ({found.group(1).strip()})" if found else "it cannot be parsed"
+            raise UnreadableResult(reason) from None
 
     async def _learn_tools(self) -> None:
         # A server that cannot list its tools can still be called: the call just goes without `Mcp-Param-*`
@@ -173,11 +267,23 @@ class Connection:
         if state is not None:
             params["requestState"] = state
         request = _REQUESTS[method].model_validate({"method": method, "params": params})
-        raw = await self.client.session.send_request(
-            request,
-            _ANY,  # type: ignore[type-var]  # read as plain JSON: the runtime judges the result itself
-            request_read_timeout_seconds=read_timeout,
-        )
+        _RAW.set(None)
+        try:
+            raw = await self.client.session.send_request(
+                request,
+                _ANY,  # type: ignore[type-var]  # read as plain JSON: the runtime judges the result itself
+                request_read_timeout_seconds=read_timeout,
+            )
+        except ValidationError as exc:
+            sent = _RAW.get()
+            if sent is None:
+                raise UnreadableResult(validation_reason(exc)) from None
+            if sent.get("resultType") != "input_required":
+                raise UnreadableResult(f"it is not a {method} result ({validation_reason(exc)})") from None
+            problem = unreadable_round(sent)
+            if problem is not None:
+                raise UnreadableResult(problem) from None
+            raw = sent
         result = dict(raw)
         result.setdefault("resultType", "complete")
         return result
@@ -228,6 +334,8 @@ async def connect(
         answer = await on_push(mode, params.model_dump(by_alias=True, mode="json", exclude_none=True))
         return mcp_types.ElicitResult.model_validate(answer)
 
+    _quieten_sdk()
+    ours = _OURS.set(True)
     try:
         async with AsyncExitStack() as stack:
             yield await _enter(
@@ -235,11 +343,11 @@ async def connect(
             )
     except BaseExceptionGroup as group:
         # The SDK client runs its transport in a task group, which wraps whatever ends the block (ours included)
-        # in an exception group; one failure is raised as itself.
-        leaves = _leaves(group)
-        if len(leaves) == 1:
-            raise leaves[0] from None
-        raise
+        # in an exception group, often beside the transport's own view of the same failure (a read timeout there,
+        # the request's timeout here): one exception is raised, the one that explains it best.
+        raise _cause(group) from None
+    finally:
+        _OURS.reset(ours)
 
 
 @cache
@@ -253,6 +361,27 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     for exc in group.exceptions:
         found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
     return found
+
+
+# By what explains an ended block best: the process being stopped, then askback's own errors (they carry the call
+# and the round), what the seam read (`UnreadableResult`), then any other failure; a cancellation explains nothing.
+_EXPLAINS: tuple[tuple[type[BaseException], ...], ...] = (
+    (KeyboardInterrupt, SystemExit),
+    (AskbackError,),
+    (UnreadableResult,),
+    (Exception,),
+)
+
+
+def _cause(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception of `group` that explains why the block ended (the group itself when it holds only
+    cancellations, which the task groups around it understand)."""
+    leaves = _leaves(group)
+    for kinds in _EXPLAINS:
+        for leaf in leaves:
+            if isinstance(leaf, kinds):
+                return leaf
+    return group
 
 
 async def _enter(

@@ -32,12 +32,32 @@ from typing import Any, Literal, cast
 import anyio
 import httpx2
 from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from askback.clock import Clock, SystemClock
-from askback.errors import CallError, CallStateError, InvalidAnswerError, ServerRefusedError
+from askback.errors import (
+    CallError,
+    CallStateError,
+    InvalidAnswerError,
+    ServerProtocolError,
+    ServerRefusedError,
+    ServerTimeoutError,
+    UnansweredError,
+)
 from askback.runtime import _sdk
 from askback.runtime.forms import validate
-from askback.runtime.questions import Answer, Mode, Question, Ready, Waiting, resume_decision, safe_link
+from askback.runtime.questions import (
+    Answer,
+    Link,
+    Mode,
+    Origin,
+    Question,
+    Ready,
+    Waiting,
+    check_link,
+    resume_decision,
+)
 from askback.runtime.renderers import Interactive, Renderer, declared_modes
 from askback.runtime.store import MIGRATIONS, CallRecord, ParkedCalls, new_call_id
 from askback.settings import Settings, load_settings
@@ -144,7 +164,8 @@ class Runtime:
     `renderers` decide what the runtime declares (the union of their modes) and who answers: interactive ones
     answer while the call waits; with none, a call that asks comes back `Parked`. `headers(server)` gives HTTP
     headers for a server (authorization); they are never stored. `era="legacy"` speaks only the 2025-11-25
-    handshake (for servers that answer nothing else); `"auto"` negotiates and falls back to it.
+    handshake (for servers that answer nothing else); `"auto"` negotiates and falls back to it. `timeout` is how long
+    to wait for each of a server's answers (`ServerTimeoutError` after it: a parked call stays parked as it was).
     """
 
     def __init__(
@@ -237,7 +258,9 @@ class Runtime:
         run_id: str | None,
     ) -> Completed | Parked:
         call_id = new_call_id()
-        async with self._connect(server, principal=principal, call_id=call_id, target=target) as conn:
+        async with self._connect(
+            server, principal=principal, call_id=call_id, target=target, arguments=arguments
+        ) as conn:
             if conn.protocol != _MODERN:
                 # 2025-11-25: questions are pushed on this connection, answered in-process (see `held`).
                 result = await self._send(conn, method, target, arguments, call_id=call_id, round_=1)
@@ -257,8 +280,11 @@ class Runtime:
                 sent=None,
                 deadline=now + self.settings.answer_wait,
                 now=now,
+                server_name=conn.server_name,
             )
-            return await self._after(record, conn)
+        # No connection stays open while people answer (which may take minutes, or end with a Ctrl-C that must not
+        # wait on a server's goodbye): each later round opens its own, without the discovery round trip.
+        return await self._after(record, None)
 
     async def _after(self, record: CallRecord, conn: _sdk.Connection | None) -> Completed | Parked:
         """A call just recorded or resumed: complete, or parked; interactive renderers answer it here, round after
@@ -281,21 +307,28 @@ class Runtime:
     async def answer_here(self, call_id: str, *, by: str | None = None, keys: Sequence[str] | None = None) -> int:
         """Ask this runtime's interactive renderers (terminal, callback) every unanswered question of the call's
         current round they can show (only `keys`, when given); an answer that does not fit is asked again. Returns
-        how many questions of the round still wait."""
+        how many questions of the round still wait. A renderer that gets no answer (`UnansweredError`, e.g. the end
+        of the terminal's input) leaves that question and the rest of the round unanswered: the call stays parked."""
         record = await self.calls.get(call_id)
         if record.status != "parked":
             return 0
         answered = await self.calls.answers(call_id, record.round)
-        waiting = 0
+        waiting, unanswered = 0, False
         for question in record.questions:
             if question.key in answered:
                 continue
-            renderer = self._interactive_for(question)
+            renderer = None if unanswered else self._interactive_for(question)
             if renderer is None or (keys is not None and question.key not in keys):
                 waiting += 1
                 continue
             while True:
-                answer = await renderer.ask(question)
+                try:
+                    answer = await renderer.ask(question)
+                except UnansweredError as exc:
+                    # The person is gone (end of input): this question and the rest of the round wait, parked.
+                    log.info("%s left unanswered: %s", question.ref, exc)
+                    unanswered, waiting = True, waiting + 1
+                    break
                 try:
                     await self.answer(call_id, question.key, answer, round_=question.round, by=by or record.principal)
                     break
@@ -334,6 +367,10 @@ class Runtime:
     def _checked(self, question: Question, answer: Answer) -> Answer:
         if answer.action != "accept":
             return Answer(answer.action)
+        if question.problem is not None:
+            raise InvalidAnswerError(
+                f"question {question.key!r} cannot be accepted: {question.problem}. Decline or cancel it"
+            )
         if question.mode == "form":
             return Answer("accept", validate(question.schema, answer.content))
         if question.mode == "url":
@@ -368,11 +405,16 @@ class Runtime:
         """The questions of `inbox(...)`, alone."""
         return [p.question for p in await self.inbox(principal=principal, run_id=run_id)]
 
-    def link_host(self, question: Question) -> str:
-        """The host to show for a URL question (`UnsafeLinkError` when its link must not be shown as one)."""
+    def link(self, question: Question) -> Link:
+        """A URL question's link as a browser reads it: the address to hand the browser and the host it reaches
+        (`UnsafeLinkError` when the link must not be shown as one)."""
         if question.url is None:
             raise InvalidAnswerError(f"question {question.key!r} has no link")
-        return safe_link(question.url, development=self.settings.development)
+        return check_link(question.url, development=self.settings.development)
+
+    def link_host(self, question: Question) -> str:
+        """The host to show for a URL question (`UnsafeLinkError` when its link must not be shown as one)."""
+        return self.link(question).shown
 
     # Resume -------------------------------------------------------------------------------------------------
 
@@ -408,7 +450,7 @@ class Runtime:
             return Claimed(call_id, record.round)
         try:
             outcome = await self._send_round(record, decision, conn)
-        except ServerRefusedError as exc:
+        except (ServerRefusedError, ServerProtocolError) as exc:
             await self.calls.settle(
                 call_id, claim, round_=record.round, sent=_wire(decision), outcome=None, error=str(exc), now=now
             )
@@ -510,10 +552,21 @@ class Runtime:
 
     @asynccontextmanager
     async def _connect(
-        self, server: str, *, principal: str, call_id: str, protocol: str | None = None, target: str = ""
+        self,
+        server: str,
+        *,
+        principal: str,
+        call_id: str,
+        protocol: str | None = None,
+        target: str = "",
+        arguments: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[_sdk.Connection]:
+        connected: list[_sdk.Connection] = []
+
         async def pushed(mode: Mode, params: Mapping[str, Any]) -> dict[str, Any]:
-            return (await self._held_answer(call_id, principal, target, mode, params)).wire()
+            name = connected[0].server_name if connected else None
+            origin = Origin(server, name, "tools/call", target, arguments)
+            return (await self._held_answer(call_id, principal, target, mode, params, origin)).wire()
 
         headers = self.headers(server) if self.headers is not None else None
         try:
@@ -525,12 +578,56 @@ class Runtime:
                 on_push=pushed,
                 read_timeout=self.timeout,
             ) as conn:
+                connected.append(conn)
                 yield conn
+        # What the SDK raises becomes one askback error here, whichever round it ended (`Connection.sending`).
+        except (httpx2.TimeoutException, TimeoutError):
+            raise self._timed_out(server, connected, call_id=call_id, resuming=protocol is not None) from None
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise self._timed_out(server, connected, call_id=call_id, resuming=protocol is not None) from None
+            # A round's own refusal is `_send`'s (it fails the call); this one came before any round was sent.
+            raise CallError(
+                f"the MCP server at {server} refused the connection: {exc.message} (JSON-RPC {exc.code}); nothing "
+                "was lost: a parked call stays parked, resume it again later"
+            ) from exc
+        except (_sdk.UnreadableResult, ValidationError) as exc:
+            reason = exc.reason if isinstance(exc, _sdk.UnreadableResult) else _sdk.validation_reason(exc)
+            sending = connected[0].sending if connected else None
+            what = f"round {sending[1]} of call {sending[0]}" if sending is not None else "the connection"
+            # A resume that reads no result marks its call failed (`_resume`): its answers did reach the server.
+            kept = "the call is marked failed" if sending is not None and sending[1] > 1 else "nothing was kept"
+            raise ServerProtocolError(
+                f"the MCP server at {server} answered {what} with something askback cannot read: {reason}; {kept}. "
+                "The server must be fixed to send results the protocol allows"
+            ) from None
         except (httpx2.HTTPError, OSError) as exc:
             raise CallError(
                 f"could not reach the MCP server at {server} ({type(exc).__name__}); nothing was lost: a parked call "
                 "stays parked, resume it again later"
             ) from exc
+
+    def _timed_out(
+        self, server: str, connected: Sequence[_sdk.Connection], *, call_id: str, resuming: bool
+    ) -> ServerTimeoutError:
+        """The error for a server that did not answer in time, saying what became of the call."""
+        waited = f"within {self.timeout:g} s" if self.timeout is not None else "before its connection ended"
+        more = "or allow it more time (Runtime(timeout=...), --timeout SECONDS)"
+        sending = connected[0].sending if connected else None
+        if sending is not None and sending[1] == 1:
+            return ServerTimeoutError(
+                f"the MCP server at {server} did not answer call {sending[0]} {waited}; nothing was kept (the call "
+                f"was never parked): call it again later, {more}"
+            )
+        if sending is not None or resuming:
+            parked = f"round {sending[1] - 1}" if sending is not None else "its round"
+            return ServerTimeoutError(
+                f"the MCP server at {server} did not answer {waited} when call {call_id} was resumed; the call stays "
+                f"parked on {parked} with its answers: resume it again later (askback inbox resume {call_id}), {more}"
+            )
+        return ServerTimeoutError(
+            f"the MCP server at {server} did not answer {waited}; nothing was kept: try again later, {more}"
+        )
 
     async def _send(
         self,
@@ -544,17 +641,20 @@ class Runtime:
         responses: Mapping[str, Any] | None = None,
         state: str | None = None,
     ) -> dict[str, Any]:
+        conn.sending = (call_id, round_)
         try:
             return await conn.send(
                 method, target, arguments, responses=responses, state=state, read_timeout=self.timeout
             )
         except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise  # `_connect` says what became of the call
             raise _refused(exc, call_id=call_id, round_=round_, modes=self.modes) from exc
 
     # 2025-11-25 pushes ----------------------------------------------------------------------------------------
 
     async def _held_answer(
-        self, call_id: str, principal: str, target: str, mode: Mode, params: Mapping[str, Any]
+        self, call_id: str, principal: str, target: str, mode: Mode, params: Mapping[str, Any], origin: Origin
     ) -> Answer:
         ref = f"mem_{secrets.token_urlsafe(9)}"
         question = Question(
@@ -567,12 +667,19 @@ class Runtime:
             schema=params.get("requestedSchema") if mode == "form" else None,
             url=params.get("url") if mode == "url" else None,
             params=params,
+            origin=origin,
         )
         renderer = self._interactive_for(question)
         if renderer is not None:
             while True:
                 try:
                     return self._checked(question, await renderer.ask(question))
+                except UnansweredError:
+                    # A pushed question cannot be parked: the call ends here, unanswered (never a cancel sent).
+                    raise CallError(
+                        f"call {call_id}: a 2025-11-25 server pushed a question that was left unanswered; such a "
+                        "question lives on its connection and cannot be parked, so the call ends here"
+                    ) from None
                 except InvalidAnswerError as exc:
                     log.info("answer to a pushed question of call %s refused: %s", call_id, exc)
         deadline = self.clock.now() + self.settings.answer_wait

@@ -109,9 +109,12 @@ def sample(schema: Mapping[str, Any]) -> Any:
 
 def form_answer(question: Question) -> Answer:
     """Accept a form with every field filled (its default, or a plain value of its type); a form that cannot be
-    filled that way is declined, and a question that is not a form is cancelled."""
+    filled that way (or one whose schema cannot be rendered) is declined, and a question that is not a form is
+    cancelled."""
     if question.mode != "form":
         return Answer("cancel")
+    if question.problem is not None:
+        return Answer("decline")
     properties: Mapping[str, Any] = (question.schema or {}).get("properties") or {}
     content = {name: sample(spec if isinstance(spec, Mapping) else {}) for name, spec in properties.items()}
     try:

@@ -3,13 +3,18 @@
 The 2026-07-28 form schema is flat: an object whose properties are strings (with `enum`/`oneOf` choices, lengths
 and formats), numbers, integers, booleans, or arrays of enumerated strings. `fields(schema)` reads it once into
 `Field` values (title, type, choices, default, required, bounds) that the terminal prompt and the web inbox both
-render; `parse(field, text)` turns what a person typed into a typed value; `check_field(field, value)` says what is
+render. A schema from a server may be anything: `schema_problems(schema)` says what keeps it from being rendered (not
+an object schema, a bound that is not a number, an enum that is not a list of strings, ...), and `fields` refuses such
+a schema rather than guess, so such a question is shown with what is wrong and can only be declined or cancelled.
+`parse(field, text)` turns what a person typed into a typed value; `check_field(field, value)` says what is
 wrong with one value, `problems(schema, content)` with each field of an answer, and `validate(schema, content)`
 raises `InvalidAnswerError` naming every field that is wrong (its `problems` keep them by field). No I/O.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +22,7 @@ from typing import Any, Literal
 
 from askback.errors import InvalidAnswerError
 
-__all__ = ["Field", "check_field", "fields", "parse", "problems", "validate"]
+__all__ = ["Field", "check_field", "fields", "parse", "problem_text", "problems", "schema_problems", "validate"]
 
 Kind = Literal["string", "number", "integer", "boolean", "multi"]
 
@@ -78,8 +83,136 @@ def _choices(spec: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]
     return (), ()
 
 
+def _quoted(value: Any, limit: int = 40) -> str:
+    # ASCII escapes: a server's names and values are quoted so that the problem text is safe on any terminal or page.
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _a(value: Any) -> str:
+    """What kind of JSON value `value` is, as a phrase: 'a string', 'a list', ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, Mapping) else f"a {type(value).__name__}"
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _choice_problems(spec: Mapping[str, Any]) -> list[str]:
+    found: list[str] = []
+    for key in ("enum", "enumNames"):
+        if spec.get(key) is not None and not _strings(spec[key]):
+            found.append(f"its {key} is {_a(spec[key])} {_quoted(spec[key])}, not a list of strings")
+    for key in ("oneOf", "anyOf"):
+        options = spec.get(key)
+        if options is None:
+            continue
+        if not isinstance(options, list):
+            found.append(f"its {key} is {_a(options)}, not a list of choices")
+            continue
+        for option in options:
+            # An option without `const` is a type alternative, read leniently as no choices; a choice must be text.
+            if isinstance(option, Mapping) and "const" in option:
+                if not isinstance(option["const"], str) or not isinstance(option.get("title", ""), str):
+                    found.append(f"a choice of its {key} is {_quoted(option)}: its const and title must be text")
+                    break
+            elif not isinstance(option, Mapping):
+                found.append(f"a choice of its {key} is {_a(option)}, not an object")
+                break
+    return found
+
+
+def _property_problems(spec: Any) -> list[str]:
+    if not isinstance(spec, Mapping):
+        return [f"it is {_a(spec)} {_quoted(spec)}, not a schema"]
+    found: list[str] = []
+    kind = spec.get("type", "string")
+    if not isinstance(kind, str):
+        found.append(f"its type is {_a(kind)} {_quoted(kind)}, not one type")
+    elif kind == "object":
+        found.append("it is a nested object, which a form cannot ask for")
+    for key in ("title", "description", "format"):
+        if spec.get(key) is not None and not isinstance(spec[key], str):
+            found.append(f"its {key} is {_a(spec[key])}, not text")
+    for key in ("minimum", "maximum"):
+        if spec.get(key) is not None and not _finite(spec[key]):
+            found.append(f"its {key} is {_quoted(spec[key])}, not a number")
+    for key in ("minLength", "maxLength", "minItems", "maxItems"):
+        if spec.get(key) is not None and not _count(spec[key]):
+            found.append(f"its {key} is {_quoted(spec[key])}, not a whole number of at least 0")
+    found.extend(_choice_problems(spec))
+    items = spec.get("items")
+    if items is not None:
+        if isinstance(items, Mapping):
+            found.extend(f"its items: {p}" for p in _choice_problems(items))
+        else:
+            found.append(f"its items are {_a(items)} {_quoted(items)}, not a schema")
+    return found
+
+
+def schema_problems(schema: Any) -> tuple[str, ...]:
+    """What keeps a form's requested schema (any JSON a server sent) from being rendered as a form, each said
+    plainly; empty when it can be. None (no schema) is a form that asks for nothing. A server's names and values
+    are quoted with ASCII escapes, so the text is safe to show anywhere. Unknown property types are read as strings
+    (not a problem); a nested object is one."""
+    if schema is None:
+        return ()
+    if not isinstance(schema, Mapping):
+        return (f"the requested schema is {_a(schema)} {_quoted(schema)}, not an object schema",)
+    found: list[str] = []
+    kind = schema.get("type", "object")
+    if kind != "object":
+        found.append(f'the requested schema\'s type is {_quoted(kind)}, not "object"')
+    properties = schema.get("properties")
+    if properties is not None and not isinstance(properties, Mapping):
+        found.append(f"its properties are {_a(properties)} {_quoted(properties)}, not an object")
+        properties = None
+    required = schema.get("required")
+    if required is not None and not _strings(required):
+        found.append(f"its required list is {_a(required)} {_quoted(required)}, not a list of property names")
+    for name, spec in (properties or {}).items():
+        found.extend(f"property {_quoted(name)}: {p}" for p in _property_problems(spec))
+    return tuple(found)
+
+
+def problem_text(problems: tuple[str, ...], *, limit: int = 5) -> str:
+    """`problems` as one sentence-like line: the first `limit`, then how many more."""
+    shown = "; ".join(problems[:limit])
+    more = len(problems) - limit
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
 def fields(schema: Mapping[str, Any] | None) -> tuple[Field, ...]:
-    """The fields of a form's requested schema, in the schema's order. Unknown property types are read as strings."""
+    """The fields of a form's requested schema, in the schema's order. Unknown property types are read as strings.
+    A schema with `schema_problems` is refused (`InvalidAnswerError` saying what is wrong): no form is guessed."""
+    wrong = schema_problems(schema)
+    if wrong:
+        raise InvalidAnswerError(
+            f"this question's form cannot be shown ({problem_text(wrong)}): it can only be declined or cancelled"
+        )
     if not schema:
         return ()
     required = set(schema.get("required") or ())
@@ -132,6 +265,9 @@ def parse(field: Field, text: str) -> Any:
         try:
             value = float(text) if field.kind == "number" else int(text)
         except ValueError:
+            value = None
+        # `inf` and `nan` parse as floats but are no JSON number.
+        if value is None or not _finite(value):
             raise InvalidAnswerError(
                 f"{field.title}: {text!r} is not {'a number' if field.kind == 'number' else 'an integer'}"
             ) from None
@@ -146,11 +282,7 @@ def _problems(field: Field, value: Any) -> list[str]:
     if kind == "boolean" and not isinstance(value, bool):
         return ["must be true or false"]
     if kind in ("number", "integer"):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or (kind == "integer" and not float(value).is_integer())
-        ):
+        if not _finite(value) or (kind == "integer" and not (isinstance(value, int) or value.is_integer())):
             return [f"must be {'a number' if kind == 'number' else 'an integer'}"]
         if field.minimum is not None and value < field.minimum:
             return [f"must be at least {_number(field.minimum)}"]

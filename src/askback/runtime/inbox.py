@@ -4,9 +4,11 @@
 opens a page (the one name of `--user`, or a header set by a signing-in proxy); a person sees and answers only the
 questions of their own calls, and another person's question is answered 404, as if it did not exist.
 
-- `GET /`: the person's pending questions (message, mode, the tool that asks, the deadline);
-- `GET /q/{call_id}/{round}/{key}`: one question: a form built from its schema (`forms.fields`), or a URL question's
-  link shown with its full host for the person to open themselves (the runtime never fetches it), with "Decline"
+- `GET /`: the person's pending questions (message, mode, the deadline, and who asks: the server's host and the
+  name it gives itself, the tool and its arguments);
+- `GET /q/{call_id}/{round}/{key}`: one question, with who asks: a form built from its schema (`forms.fields`), or a
+  URL question's link shown with the host a browser reaches (`questions.check_link`) for the person to open
+  themselves, the "Open" link being the address that was checked (the runtime never fetches it), with "Decline"
   and "Cancel" beside the answer;
 - `POST /q/{call_id}/{round}/{key}`: the answer, checked against the form (400, the form again with the errors and
   what was typed) and recorded with `Runtime.answer`; with `resume=True`, the last answer of a round sends the round
@@ -35,6 +37,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import FormData, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -47,8 +50,9 @@ from askback.asgi import CappedBody
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
 from askback.runtime.calls import Claimed, Completed, Runtime
 from askback.runtime.forms import Field, check_field, fields, parse
-from askback.runtime.questions import Action, Answer, Question
+from askback.runtime.questions import Action, Answer, Link, Origin, Question
 from askback.runtime.store import CallRecord
+from askback.terminal_text import for_terminal, shorten
 
 __all__ = ["inbox_app"]
 
@@ -64,6 +68,9 @@ _PREFIX = "f."
 # A choice of up to this many values is shown as radio buttons, a longer one as a select.
 _RADIOS = 5
 _ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
+# The list shows the start of a long message (a question's page shows it whole), and of a call's arguments.
+_MESSAGE_LISTED = 300
+_CALL_SHOWN = 300
 
 _STYLE = (
     "body{font-family:system-ui,sans-serif;line-height:1.5;margin:0;color:#1a1a1a;background:#fafafa}"
@@ -123,14 +130,19 @@ _DONE = {
 
 @dataclass(frozen=True)
 class _Asked:
-    """A pending question of the person, with what the page says about its call. A URL question has the `host` to
-    show beside its link, or why the link is `unsafe` to show as one."""
+    """A pending question of the person, with what the page says about its call. A URL question has its `link` (as
+    a browser reads it: the address to hand it and the host it reaches), or why the link is `unsafe` to show as one."""
 
     question: Question
     asker: str
     deadline: float | None
-    host: str | None = None
+    link: Link | None = None
     unsafe: str | None = None
+
+    @property
+    def host(self) -> str | None:
+        """The host to show beside the link (an internationalised one with its ASCII form)."""
+        return None if self.link is None else self.link.shown
 
 
 Values = dict[str, str | list[str] | bool]
@@ -146,7 +158,24 @@ def _when(at: float | None) -> str:
 
 def _asker(method: str, target: str) -> str:
     kind = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}.get(method, "call")
-    return f"the {kind} {target}"
+    return f"the {kind} {for_terminal(shorten(target, 100))}"
+
+
+def _origin(origin: Origin | None) -> str:
+    """Which server asks (the host the runtime reached; the name it gives itself, which is only its claim) and the
+    call the question belongs to, as a paragraph. Bounded in length, and with invisible and direction-changing
+    characters made visible, as on a terminal: the name and the arguments are the server's and the model's words."""
+    if origin is None:
+        return ""
+    name = (
+        f' (it calls itself <q class="name">{escape(for_terminal(shorten(origin.server_name, 80)))}</q>)'
+        if origin.server_name
+        else ""
+    )
+    return (
+        f'<p class="meta origin">Asked by the server at <strong class="server">{escape(for_terminal(origin.host))}'
+        f'</strong>{name}, for the <code class="call">{escape(for_terminal(origin.call(_CALL_SHOWN)))}</code>.</p>'
+    )
 
 
 def _document(title: str, body: str) -> str:
@@ -176,6 +205,8 @@ def _call_path(base: str, call_id: str) -> str:
 
 def _mode(item: _Asked) -> str:
     q = item.question
+    if q.problem is not None:
+        return "question that cannot be shown (decline or cancel it)"
     if q.mode == "form":
         return "form to fill in"
     if q.mode == "url" and item.host is not None:
@@ -205,9 +236,9 @@ def _render_list(base: str, person: str, items: Sequence[_Asked], done: str | No
         q = item.question
         message = q.message or "(the server sent no message)"
         rows.append(
-            f'<li>\n<h2><a href="{escape(_question_path(base, q))}">{escape(message)}</a></h2>\n'
-            f'<p class="meta">A {escape(_mode(item))}, asked by {escape(item.asker)}. Answer by '
-            f"{_when(item.deadline)}; unanswered then, it is cancelled.</p>\n</li>"
+            f'<li>\n<h2><a href="{escape(_question_path(base, q))}">{escape(shorten(message, _MESSAGE_LISTED))}</a>'
+            f'</h2>\n<p class="meta">A {escape(_mode(item))}, asked by {escape(item.asker)}. Answer by '
+            f"{_when(item.deadline)}; unanswered then, it is cancelled.</p>\n{_origin(q.origin)}\n</li>"
         )
     count = "1 question waits" if len(items) == 1 else f"{len(items)} questions wait"
     return _document(
@@ -356,7 +387,7 @@ def _render_question(
     q = item.question
     errors = errors or {}
     parts = [f"<h1>A question from {escape(item.asker)}</h1>"]
-    form_fields = fields(q.schema) if q.mode == "form" else ()
+    form_fields = fields(q.schema) if q.mode == "form" and q.problem is None else ()
     problems: list[tuple[str | None, str]] = [
         (_anchor(i, f), errors[f.name]) for i, f in enumerate(form_fields) if f.name in errors
     ]
@@ -365,6 +396,9 @@ def _render_question(
     if problems:
         parts.append(_summary(problems))
     parts.append(_p(q.message or "(the server sent no message)", "message"))
+    origin = _origin(q.origin)
+    if origin:
+        parts.append(origin)
     parts.append(
         f'<p class="meta">Call {escape(q.call_id)}, round {q.round}. Answer by {_when(item.deadline)}; unanswered '
         "then, it is cancelled.</p>"
@@ -373,7 +407,12 @@ def _render_question(
     action = escape(_question_path(base, q))
     accept: str | None = None
     inside = ""
-    if q.mode == "form":
+    if q.problem is not None:
+        parts.append(
+            f'<p class="error">This question cannot be shown as the server asked it: {escape(q.problem)}.</p>\n'
+            + _p("You can decline or cancel it.")
+        )
+    elif q.mode == "form":
         shown = values if values is not None else _initial(form_fields)
         inside = "\n".join(
             _render_field(i, f, shown.get(f.name, ""), errors.get(f.name)) for i, f in enumerate(form_fields)
@@ -382,21 +421,21 @@ def _render_question(
             inside = _p("This form asks for nothing: send it to agree.")
         accept = "Send answer"
     elif q.mode == "url":
-        host = item.host
-        if host is not None and q.url is not None:
-            shown_host = escape(host)
-            ascii_host = _ascii_host(host)
+        link = item.link
+        if link is not None:
+            shown_host = escape(link.host)
             spelled = (
-                f"<p>Spelled with Latin letters only: <code>{escape(ascii_host)}</code></p>\n"
-                if ascii_host and ascii_host != host
+                f"<p>Spelled with Latin letters only: <code>{escape(link.ascii_host)}</code></p>\n"
+                if link.ascii_host != link.host
                 else ""
             )
+            # The address handed to the browser is the parser's serialization of the link: the one that was checked.
             parts.append(
                 f'<p>This link goes to</p>\n<p class="host">{shown_host}</p>\n{spelled}<p>Check that this is the '
                 "site you expect before you enter anything there.</p>\n"
-                f'<p><a class="open" href="{escape(q.url)}" rel="noopener noreferrer" target="_blank">Open '
+                f'<p><a class="open" href="{escape(link.href)}" rel="noopener noreferrer" target="_blank">Open '
                 f"{shown_host}</a> (opens in a new tab)</p>\n"
-                f'<p class="meta">Full address: <code>{escape(q.url)}</code></p>\n'
+                f'<p class="meta">Full address: <code>{escape(link.href)}</code></p>\n'
                 + _p('When you have finished there, come back and press "I have finished".')
             )
             accept = "I have finished"
@@ -415,14 +454,6 @@ def _render_question(
     parts.append(f'<form method="post" action="{action}">\n{hidden}\n{inside}\n{_buttons(accept)}\n</form>')
     parts.append(_back(base))
     return _document(f"A question from {item.asker}", "\n".join(parts))
-
-
-def _ascii_host(host: str) -> str | None:
-    """The host as it is spelled on the wire (punycode), to show beside a host written in other scripts."""
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return None
 
 
 def _render_call(base: str, record: CallRecord, pending: Sequence[Question], *, resumed: bool) -> str:
@@ -452,8 +483,9 @@ def _render_call(base: str, record: CallRecord, pending: Sequence[Question], *, 
             f"Every question of round {record.round} is answered. The call goes back to its server when the runtime "
             "resumes it."
         )
-    meta = _p(f"Call {record.id}: the {asker} on {record.server}.", "meta")
-    return _document(title, f"{body}\n{meta}\n{_back(base)}")
+    meta = _p(f"Call {record.id}: the {asker} on {for_terminal(record.server)}.", "meta")
+    origin = _origin(record.origin)
+    return _document(title, f"{body}\n{origin}\n{meta}\n{_back(base)}")
 
 
 def _render_problem(title: str, text: str, base: str, *, more: str = "") -> str:
@@ -562,6 +594,22 @@ def _content(
 # --- small ASGI pieces ----------------------------------------------------------------------------------------------
 
 
+class _InputKey(Convertor[str]):
+    """A question's input key in a page's path: whatever the server chose, line breaks included (Starlette's `path`
+    convertor stops at one, and its pattern's `$` matches before a final one)."""
+
+    regex = "[\\s\\S]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("input_key", _InputKey())
+
+
 class _PageHeaders:
     """Puts the inbox's security headers on every response that passes through it."""
 
@@ -652,7 +700,7 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
         if q.mode != "url":
             return _Asked(q, asker, deadline)
         try:
-            return _Asked(q, asker, deadline, host=runtime.link_host(q))
+            return _Asked(q, asker, deadline, link=runtime.link(q))
         except (UnsafeLinkError, InvalidAnswerError) as exc:
             return _Asked(q, asker, deadline, unsafe=str(exc))
 
@@ -731,6 +779,9 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
             problem = "Press one of the buttons: Send answer, Decline or Cancel."
             return question_page(request, found, 400, problem=problem)
         chosen = Answer(action) if action != "accept" else None
+        if chosen is None and q.problem is not None:
+            problem = "This question cannot be accepted: decline or cancel it."
+            return question_page(request, found, 400, problem=problem)
         if chosen is None and q.mode == "form":
             form_fields = fields(q.schema)
             values = _submitted(form_fields, form)
@@ -746,7 +797,7 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
         try:
             waiting = await runtime.answer(call_id, key, chosen, round_=round_, by=person)
         except InvalidAnswerError as exc:
-            kept = _submitted(fields(q.schema), form) if q.mode == "form" else None
+            kept = _submitted(fields(q.schema), form) if q.mode == "form" and q.problem is None else None
             if exc.problems and kept is not None:
                 titles = {f.name: f.title for f in fields(q.schema)}
                 shown = {name: f"{titles.get(name, name)}: {'; '.join(ps)}" for name, ps in exc.problems.items()}
@@ -796,8 +847,8 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
 
     routes = [
         Route("/", listing, methods=["GET"]),
-        Route("/q/{call_id}/{round:int}/{key:path}", show, methods=["GET"]),
-        Route("/q/{call_id}/{round:int}/{key:path}", answer, methods=["POST"]),
+        Route("/q/{call_id}/{round:int}/{key:input_key}", show, methods=["GET"]),
+        Route("/q/{call_id}/{round:int}/{key:input_key}", answer, methods=["POST"]),
         Route("/calls/{call_id}", call_page, methods=["GET"]),
     ]
     return Starlette(

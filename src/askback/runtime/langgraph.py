@@ -81,7 +81,8 @@ _ACTIONS = ("accept", "decline", "cancel")
 
 class QuestionValue(TypedDict):
     """One question as an interrupt shows it. `host` is the host a URL question's link goes to; a link the runtime
-    will not show (`link_refused` says why) has `url` and `host` None."""
+    will not show (`link_refused` says why) has `url` and `host` None. A question that cannot be shown as the server
+    asked it (a form whose schema cannot be rendered) has its `problem`, and `schema` None: decline or cancel it."""
 
     key: str
     mode: Mode | None
@@ -90,6 +91,7 @@ class QuestionValue(TypedDict):
     url: str | None
     host: str | None
     link_refused: NotRequired[str]
+    problem: NotRequired[str]
 
 
 class CallValue(TypedDict):
@@ -280,10 +282,12 @@ def _call_value(runtime: Runtime, record: CallRecord, tool_call_id: str, missing
             "key": q.key,
             "mode": q.mode,
             "message": q.message,
-            "schema": dict(q.schema) if q.schema is not None else None,
+            "schema": dict(q.schema) if q.schema is not None and q.problem is None else None,
             "url": q.url,
             "host": None,
         }
+        if q.problem is not None:
+            shown["problem"] = q.problem
         if q.url is not None:
             try:
                 shown["host"] = runtime.link_host(q)

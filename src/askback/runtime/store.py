@@ -23,7 +23,7 @@ from askback.db.migrate import Component
 from askback.db.sqlite import RawResult
 from askback.errors import CallStateError, UnknownCallError
 from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
-from askback.runtime.questions import Answer, Question, pending_questions
+from askback.runtime.questions import Answer, Origin, Question, pending_questions
 from askback.store import Store
 
 __all__ = ["MIGRATIONS", "CallRecord", "CallStatus", "ParkedCalls"]
@@ -40,6 +40,7 @@ _c, _an, _r = _CALLS.c, _ANSWERS.c, _ROUNDS.c
 _COLUMNS = (
     _c.id, _c.run_id, _c.principal, _c.server, _c.protocol, _c.method, _c.target, _c.arguments, _c.status,
     _c.round, _c.pending, _c.waiting, _c.deadline, _c.result, _c.error, _c.created_at, _c.updated_at,
+    _c.server_name,
 )  # fmt: skip
 _GET = select(*_COLUMNS).where(_c.id == bindparam("id"))
 _ADD_CALL = insert(_CALLS)
@@ -119,7 +120,8 @@ _DUE = (
 
 @dataclass(frozen=True)
 class CallRecord:
-    """A call as the store keeps it. `pending` is the server's `InputRequiredResult` (JSON) while parked."""
+    """A call as the store keeps it. `pending` is the server's `InputRequiredResult` (JSON) while parked;
+    `server_name` the name the server gave itself (`serverInfo`) when the call was made, if it gave one."""
 
     id: str
     run_id: str | None
@@ -138,6 +140,7 @@ class CallRecord:
     error: str | None
     created_at: float
     updated_at: float
+    server_name: str | None = None
 
     @cached_property
     def arguments(self) -> dict[str, Any] | None:
@@ -155,7 +158,12 @@ class CallRecord:
     def questions(self) -> tuple[Question, ...]:
         """The questions of the round the call is parked on (none once it is finished)."""
         pending = self.pending
-        return () if pending is None else pending_questions(self.id, self.round, pending)
+        return () if pending is None else pending_questions(self.id, self.round, pending, origin=self.origin)
+
+    @property
+    def origin(self) -> Origin:
+        """Which server the call went to, under which name, and what was called: shown with its questions."""
+        return Origin(self.server, self.server_name, self.method, self.target, self.arguments)
 
 
 _LISTINGS: dict[tuple[tuple[str, ...], bool, bool, bool], Any] = {}
@@ -225,6 +233,7 @@ class ParkedCalls:
         sent: Mapping[str, Any] | None,
         deadline: float,
         now: float,
+        server_name: str | None = None,
     ) -> CallRecord:
         """Record a call after its first round: parked on round 1 (`outcome` asks), or already finished."""
         asking = outcome.get("resultType") == "input_required"
@@ -250,6 +259,7 @@ class ParkedCalls:
             "claimed_until": None,
             "created_at": now,
             "updated_at": now,
+            "server_name": server_name,
         }
 
         def write(conn: Connection) -> None:

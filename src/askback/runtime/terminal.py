@@ -7,16 +7,17 @@ finished there. The link is never opened or fetched from here. `:d` declines and
 
 The dialog is a generator with no I/O (`_dialog`, the shape of httpx's `auth_flow`): it yields what to show and
 what to read, and receives the lines typed. `ask` drives it, reading each line in a worker thread so that the
-event loop goes on meanwhile. Everything a server wrote (message, titles, choices, link) is shown as plain text:
-never as rich markup, and with its control and bidirectional characters made visible, since they could otherwise
-rewrite what the terminal shows next to them (the host above all).
+event loop goes on meanwhile. Everything a server wrote (message, titles, choices, its own name, link) is shown as
+plain text: never as rich markup, and through `askback.terminal_text.for_terminal`, since its control, bidirectional
+and invisible characters could otherwise rewrite what the terminal shows next to them (the host above all). Each
+question says which server asks (the host the runtime reached, the name the server gives itself) and for which
+call. The end of input leaves the question unanswered (`UnansweredError`): the call stays parked, never cancelled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import unicodedata
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,16 +30,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from askback.errors import InvalidAnswerError, UnsafeLinkError
+from askback.errors import InvalidAnswerError, UnansweredError, UnsafeLinkError
 from askback.runtime.forms import Field, check_field, fields, parse, validate
-from askback.runtime.questions import Answer, Mode, Question, safe_link
+from askback.runtime.questions import Answer, Mode, Question, check_link
+from askback.terminal_text import for_terminal, shorten
 
 __all__ = ["TerminalRenderer"]
 
 _BOTH: frozenset[Mode] = frozenset({"form", "url"})
 _HINT = "type :d to decline, :c to cancel"
-# Invisible characters that reorder or hide the text around them (Trojan Source, CVE-2021-42574).
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# How much of a call's arguments the panel shows (`askback inbox show` has them all).
+_CALL_SHOWN = 160
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ class TerminalRenderer:
 
     `console` is where questions are shown (default: standard error, so that standard output keeps the call's
     result); `read_line(prompt)` reads what the person types (default: the console's `input`). `modes` are the
-    modes it declares; `development` shows plain-http loopback links (as `safe_link` allows in development).
+    modes it declares; `development` shows plain-http loopback links (as `check_link` allows in development).
+    `asking` is the question asked last (the one at the prompt, while one is).
     """
 
     def __init__(
@@ -88,12 +91,16 @@ class TerminalRenderer:
         self.read_line = read_line or self._input
         self.modes = frozenset(modes)
         self.development = development
+        # What a Ctrl-C at the prompt leaves parked.
+        self.asking: Question | None = None
 
     def _input(self, prompt: str) -> str:
         return self.console.input(Text(prompt, style="bold"))
 
     async def ask(self, question: Question) -> Answer:
-        """Ask `question` until the person sends an answer, declines or cancels (end of input cancels)."""
+        """Ask `question` until the person sends an answer, declines or cancels. At the end of input it raises
+        `UnansweredError`: the question stays unanswered (its call parked), nothing is sent for it."""
+        self.asking = question
         dialog = _dialog(question, modes=self.modes, development=self.development)
         reply: str | None = None
         while True:
@@ -109,8 +116,13 @@ class TerminalRenderer:
             try:
                 reply = await self._read(step.prompt)
             except EOFError:
-                self.console.print(Text("(end of input)", style="dim"))
-                reply = ":c"
+                self.console.line()  # the prompt's line was never ended by an Enter
+                self.console.print(Text("(end of input: the question is left unanswered)", style="dim"))
+                raise UnansweredError(f"no answer to {question.ref}: the input ended") from None
+            except BaseException:
+                # Ctrl-C or a cancelled call at the prompt: whatever is printed next starts on a line of its own.
+                self.console.line()
+                raise
 
     async def _read(self, prompt: str) -> str:
         """One line from `read_line`, read in a worker thread while the event loop goes on.
@@ -146,6 +158,8 @@ def _dialog(question: Question, *, modes: frozenset[Mode], development: bool) ->
         yield _Show(Text(f"This question ({_plain(what)}) cannot be answered at the terminal: it is cancelled."))
         return Answer("cancel")
     try:
+        if question.problem is not None:
+            return (yield from _unshowable(question.problem))
         if question.mode == "url":
             return (yield from _link(question, development=development))
         return (yield from _form(question))
@@ -156,29 +170,42 @@ def _dialog(question: Question, *, modes: frozenset[Mode], development: bool) ->
 
 def _panel(question: Question) -> Panel:
     title = f"call {question.call_id} · round {question.round} · {question.key}"
-    return Panel(
-        Text(_plain(question.message, lines=True) or "(no message)"),
-        title=Text(_plain(title)),
-        title_align="left",
-        expand=False,
-    )
+    body = Text(_plain(question.message, lines=True) or "(no message)")
+    origin = question.origin
+    if origin is not None:
+        body.append("\n")
+        body.append(_asker(question), style="dim")
+    return Panel(body, title=Text(_plain(title)), title_align="left", expand=False)
+
+
+def _asker(question: Question) -> str:
+    """Who asks, on one line: the host the runtime reached, the name the server gives itself, and the call."""
+    origin = question.origin
+    assert origin is not None
+    name = f' (it calls itself "{_plain(shorten(origin.server_name, 80))}")' if origin.server_name else ""
+    return f"asked by the server at {_plain(origin.host)}{name}, for the {_plain(origin.call(_CALL_SHOWN))}"
+
+
+def _unshowable(problem: str) -> _Dialog:
+    """A question that cannot be shown as the server asked it: said why, it can only be declined or cancelled."""
+    yield _Show(Text(f"This question cannot be shown as the server asked it: {_plain(problem)}.", style="red"))
+    yield _Show(Text("It can only be declined or cancelled here."))
+    raise _Stop((yield from _menu("[d]ecline, [c]ancel: ", {"d": "decline", "c": "cancel"})))
 
 
 def _link(question: Question, *, development: bool) -> _Dialog:
-    url = question.url or ""
     try:
-        host, refusal = safe_link(url, development=development), None
+        link = check_link(question.url or "", development=development)
     except UnsafeLinkError as exc:
-        host, refusal = "", str(exc)
-    if refusal is not None:
-        yield _Show(Text(f"{_plain(refusal)}.", style="red"))
+        yield _Show(Text(f"{_plain(str(exc))}.", style="red"))
         yield _Show(Text("This question can only be declined or cancelled here."))
-        raise _Stop((yield from _menu("[d]ecline, [c]ancel: ", {"d": "decline", "c": "cancel"})))
+        raise _Stop((yield from _menu("[d]ecline, [c]ancel: ", {"d": "decline", "c": "cancel"}))) from None
     shown = Text("This link goes to: ")
-    shown.append(_host(host), style="bold")
+    shown.append(_plain(link.shown), style="bold")
     yield _Show(shown, soft_wrap=True)
     yield _Show(Text("Open it yourself, finish there, then come back here:", style="dim"))
-    yield _Show(Text(_plain(url, url=True)), soft_wrap=True)
+    # The address as a browser reads it (ASCII: percent-escapes, punycode), so what is copied is what was checked.
+    yield _Show(Text(_plain(link.href)), soft_wrap=True)
     choice = yield from _menu(
         "[a] I have finished, [d]ecline, [c]ancel: ", {"a": "finished", "d": "decline", "c": "cancel"}
     )
@@ -331,33 +358,7 @@ def _shown(field: Field, value: Any) -> str:
     return ", ".join(f"{titles[str(v)]} ({v})" if titles.get(str(v), str(v)) != str(v) else str(v) for v in items)
 
 
-def _host(host: str) -> str:
-    """The host in full; an internationalised one also in its ASCII form, which a look-alike cannot imitate."""
-    shown = _plain(host, url=True)
-    if host.isascii():
-        return shown
-    try:
-        return f"{shown} ({host.encode('idna').decode('ascii')})"
-    except UnicodeError:
-        return shown
-
-
-def _plain(text: str, *, lines: bool = False, url: bool = False) -> str:
-    """`text` safe to print: control, bidirectional and (in a link) invisible or blank characters made visible as
+def _plain(text: str, *, lines: bool = False) -> str:
+    """`text` safe to print (`for_terminal`): controls, bidirectional and invisible characters made visible as
     escapes; line breaks kept only where `lines`."""
-    out: list[str] = []
-    for char in text:
-        if lines and char == "\n":
-            out.append(char)
-            continue
-        category = unicodedata.category(char)
-        hidden = category in ("Cc", "Cs", "Co") or char in _BIDI
-        if url:
-            hidden = hidden or category in ("Cf", "Zs", "Zl", "Zp")
-        if not hidden:
-            out.append(char)
-        elif url:
-            out.append("".join(f"%{b:02X}" for b in char.encode("utf-8", "surrogatepass")))
-        else:
-            out.append(char.encode("unicode_escape", "backslashreplace").decode("ascii"))
-    return "".join(out)
+    return for_terminal(text, lines=lines)
