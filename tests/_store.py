@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from askback.store import Completion, Store
+from askback.store import Completion, RoundRecord, Store
 from askback.store._models import EffectRow, FlowRow
 
 
@@ -24,7 +24,7 @@ async def record_completion(
     store: Store, flow_id: str, *, tool: str, principal: str | None, result: Any, at: float
 ) -> Completion:
     """Record a flow's result the way the end of a round does (the first one recorded wins)."""
-    completion = await store.finish_flow(flow_id, tool=tool, principal=principal, result=result, at=at)
+    completion = await store.finish_flow(RoundRecord(flow_id, at, tool=tool, principal=principal, result=result))
     assert completion is not None
     return completion
 

@@ -25,12 +25,12 @@ from typer.testing import CliRunner
 from askback import load_settings
 from askback.audit import AuditEvent
 from askback.audit.chain import GENESIS, ChainHead, Verifier, link, row_hash
-from askback.audit.query import to_rows
 from askback.cli import app as cli
 from askback.clock import FrozenClock
 from askback.db.urls import normalize_database_url
 from askback.demo import build
-from askback.store import Store
+from askback.store import RoundRecord, Store
+from askback.store.audit_rows import to_rows
 from askback.testing import accept, answering, decline, text
 from infra import run_askback
 
@@ -312,7 +312,9 @@ def test_two_stores_writing_at_once_keep_two_chains_that_both_verify(any_databas
                     if i % 2:
                         await store.add_audit_many(events)
                     else:
-                        await store.finish_flow(f"f{n}-{i}", tool="t", result={"i": i}, events=events, at=float(i))
+                        await store.finish_flow(
+                            RoundRecord(f"f{n}-{i}", float(i), tool="t", result={"i": i}, events=events)
+                        )
 
             async with anyio.create_task_group() as tg:
                 for store in stores:

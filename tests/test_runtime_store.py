@@ -12,11 +12,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from askback.errors import CallStateError, InvalidAnswerError
-from askback.runtime import MIGRATIONS
 from askback.runtime._models import Base
 from askback.runtime.forms import fields, parse, validate
 from askback.runtime.questions import Answer, Ready, Waiting, pending_questions, resume_decision
-from askback.runtime.store import ParkedCalls
+from askback.runtime.store import MIGRATIONS, ParkedCalls
 from askback.store import Store
 
 pytestmark = pytest.mark.anyio

@@ -41,7 +41,15 @@ async def store(db_url: str, anyio_backend: str) -> AsyncIterator[Store]:
 
 
 def test_store_exports_exactly_its_interface() -> None:
-    assert set(askback.store.__all__) == {"MIGRATIONS", "Completion", "EffectClaim", "RoundClaim", "Store"}
+    assert set(askback.store.__all__) == {
+        "MIGRATIONS",
+        "Completion",
+        "EffectClaim",
+        "HeldAnswers",
+        "RoundClaim",
+        "RoundRecord",
+        "Store",
+    }
 
 
 # Database URLs ----------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ uvicorn, OpenTelemetry).
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from askback._face import resolve
 
 if TYPE_CHECKING:
     from askback.core.answers import Accepted, Cancelled, Declined, Outcome
@@ -90,12 +91,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'askback' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+    return resolve(__name__, _WHERE, name, globals())
 
 
 def __dir__() -> list[str]:

@@ -8,6 +8,9 @@ route, as a Starlette `HTTPException`, so the app's own error page answers it.
 comes from this site (`Origin`, `Sec-Fetch-Site`), and that it carries this browser's token (a random value in an
 HttpOnly, SameSite=Strict cookie, repeated in a hidden field of the form: the double-submit pattern). A page on
 another site can make a browser post a form here, but cannot read the cookie to copy its value into the form.
+
+`SecurityHeaders` puts a fixed set of headers (the page kit's, `askback.pages`) on every response that passes through
+it.
 """
 
 from __future__ import annotations
@@ -15,17 +18,17 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyTooLarge", "CappedBody", "FormGuard", "FormRefusal"]
+__all__ = ["BodyTooLarge", "CappedBody", "FormGuard", "FormRefusal", "SecurityHeaders"]
 
 
 class BodyTooLarge(HTTPException):
@@ -62,6 +65,28 @@ class CappedBody:
         await self.app(scope, capped, send)
 
 
+class SecurityHeaders:
+    """Puts `headers` on every response that passes through it, whichever route or handler made it."""
+
+    def __init__(self, app: ASGIApp, *, headers: Mapping[str, str]) -> None:
+        self.app = app
+        self.headers = dict(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in self.headers.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 FormRefusal = Literal["cross_site", "no_token"]
 """Why `FormGuard.check` refused a POST: the browser said it came from another site, or it lacks this browser's
 token (posted from a page this browser was not given here, or with cookies blocked)."""
@@ -76,13 +101,15 @@ class FormGuard:
     `token(request)` is the token to put in the form's hidden field `FIELD` (the browser's own, or a new one: then
     `remember(response, request, token)` sets the cookie); `check(request, form)` is `None` for a POST that passes,
     else why not. `origins` are further origins the site is reached at (a public URL behind a proxy, which the
-    request itself may not show)."""
+    request itself may not show). The cookie is Secure over https, and always with `secure` (a site served over
+    https behind a proxy that speaks plain http to it)."""
 
     FIELD = "csrf"
 
-    def __init__(self, cookie: str, *, path: str = "/", origins: Iterable[str] = ()) -> None:
+    def __init__(self, cookie: str, *, path: str = "/", origins: Iterable[str] = (), secure: bool = False) -> None:
         self.cookie = cookie
         self.path = path
+        self.secure = secure
         self._origins = frozenset(o for o in map(_normal_origin, origins) if o is not None)
 
     def token(self, request: Request) -> tuple[str, bool]:
@@ -92,15 +119,15 @@ class FormGuard:
             return token, False
         return secrets.token_urlsafe(32), True
 
-    def remember(self, response: Response, request: Request, token: str, *, secure: bool | None = None) -> None:
-        """Set the token's cookie on `response`; Secure when `secure` says, or (None) when the request is https."""
+    def remember(self, response: Response, request: Request, token: str) -> None:
+        """Set the token's cookie on `response`."""
         response.set_cookie(
             self.cookie,
             token,
             path=self.path,
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https" if secure is None else secure,
+            secure=self.secure or request.url.scheme == "https",
         )
 
     def check(self, request: Request, form: FormData) -> FormRefusal | None:

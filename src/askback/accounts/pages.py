@@ -5,7 +5,8 @@ to the provider (or asked for an API key), comes back, and is told what happened
 checks who is signed in itself, with the deployment's `SignInVerifier`. Every decision is `AccountService`'s; a
 route here reads the request, asks the verifier who opens the page, calls the service, and renders the outcome.
 
-The pages are plain server-rendered HTML: no JavaScript, no external resource, every value escaped. Every response,
+The pages are the page kit's (`askback.pages`), from the templates beside this module (`templates/`): plain
+server-rendered HTML, no JavaScript, no external resource, every value escaped by the template. Every response,
 redirects and errors included, carries the same headers: `Cache-Control: no-store`, `Referrer-Policy: no-referrer`
 (the start URL carries the link's token, and must not leak to the provider in a `Referer`), a strict
 `Content-Security-Policy` and frame denial. No page ever shows a link token, an authorization code, a key or a PKCE
@@ -30,21 +31,21 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Callable, Mapping
-from html import escape
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from askback.accounts.repository import Account
-from askback.accounts.service import AccountService, AskForKey, Failed, Redirect, SignInVerifier
-from askback.asgi import CappedBody, FormGuard, FormRefusal
+from askback.accounts.service import AccountService, Failed, Redirect, SignInVerifier
+from askback.asgi import FormGuard, FormRefusal
 from askback.errors import InvalidParamsError
+from askback.pages import PageKit
 
 __all__ = ["BROWSER_COOKIE", "CSRF_COOKIE", "MAX_FORM_BYTES", "PAGE_HEADERS", "DevelopmentSignIn", "pages_app"]
 
@@ -53,140 +54,16 @@ MAX_FORM_BYTES = 16 * 1024
 _MAX_FIELD_BYTES = 8 * 1024
 _MAX_FIELDS = 8
 
-_STYLE = (
-    "body{font-family:system-ui,sans-serif;line-height:1.5;margin:0;color:#1a1a1a;background:#fafafa}"
-    "main{max-width:36rem;margin:3rem auto;padding:0 1rem}"
-    "h1{font-size:1.5rem}"
-    "label{display:block;font-weight:600;margin:1rem 0 .25rem}"
-    "input{font:inherit;width:100%;box-sizing:border-box;padding:.5rem;border:1px solid #555;border-radius:4px}"
-    "button{font:inherit;margin-top:1rem;padding:.5rem 1.25rem}"
-    ".secondary{display:inline-block;margin-top:1rem}"
-    ":focus-visible{outline:3px solid #1558d6;outline-offset:2px}"
-)
-_STYLE_HASH = base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
+_KIT = PageKit(Path(__file__).parent / "templates")
 
-PAGE_HEADERS: Mapping[str, str] = {
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
-    "Content-Security-Policy": (
-        f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; frame-ancestors 'none'; "
-        "base-uri 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-}
+PAGE_HEADERS: Mapping[str, str] = _KIT.headers
 """The headers of every response of the hosted pages."""
-
-_RETURN = "You can close this page and return to your assistant."
 
 CSRF_COOKIE = "askback_accounts_csrf"
 """The form token's cookie (the same value is in each form's hidden `csrf` field)."""
 BROWSER_COOKIE = "askback_accounts_browser"
 """The random value an authorization is bound to, held by the browser that opened the link."""
 _BROWSER_VALUE = re.compile(r"[A-Za-z0-9_-]{43}")
-
-
-# --- rendering (no I/O) ----------------------------------------------------------------------------------------------
-
-
-def _document(title: str, body: str) -> str:
-    return (
-        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n"
-        "</body>\n</html>\n"
-    )
-
-
-def _p(text: str) -> str:
-    return f"<p>{escape(text)}</p>"
-
-
-def _render_done(account: Account) -> str:
-    what = f"{account.connection} ({account.label})" if account.label else account.connection
-    return _document(
-        "Connected: return to your assistant",
-        "<h1>Connected</h1>\n"
-        + _p(f"Your {what} account is connected. Your assistant can use it now.")
-        + "\n"
-        + _p(_RETURN),
-    )
-
-
-def _render_failed(message: str, *, sign_in_url: str | None = None) -> str:
-    body = "<h1>Not connected</h1>\n" + _p(message)
-    if sign_in_url is not None:
-        body += (
-            f'\n<p><a href="{escape(sign_in_url)}">Sign in (development sign-in)</a>, then open the link from your '
-            "assistant again.</p>"
-        )
-    return _document("Not connected: return to your assistant", body + "\n" + _p(_RETURN))
-
-
-def _csrf_field(token: str) -> str:
-    return f'<input type="hidden" name="{FormGuard.FIELD}" value="{escape(token)}">\n'
-
-
-def _render_key_form(ask: AskForKey, *, action: str, cancel_url: str, csrf: str) -> str:
-    label = ask.connection.label
-    return _document(
-        f"Enter your {label}",
-        f"<h1>Connect {escape(ask.connection.name)}</h1>\n"
-        + _p(
-            f"Enter your {label} to connect it. It is stored encrypted and used only by this service, never shown to "
-            "your assistant."
-        )
-        + f'\n<form method="post" action="{escape(action)}">\n'
-        f'<input type="hidden" name="state" value="{escape(ask.state)}">\n'
-        + _csrf_field(csrf)
-        + f'<label for="key">{escape(label)}</label>\n'
-        '<input type="password" id="key" name="key" autocomplete="off" spellcheck="false" required>\n'
-        '<button type="submit">Connect</button>\n'
-        "</form>\n"
-        f'<p><a class="secondary" href="{escape(cancel_url)}">Cancel: nothing is stored</a></p>',
-    )
-
-
-def _render_cancelled() -> str:
-    return _document(
-        "Cancelled: return to your assistant",
-        "<h1>Cancelled</h1>\n"
-        + _p("Nothing was stored and nothing was connected. Ask your assistant again when you want to connect.")
-        + "\n"
-        + _p(_RETURN),
-    )
-
-
-def _render_sign_in(
-    *, action: str, next_path: str | None, current: str | None, csrf: str, problem: str | None = None
-) -> str:
-    body = "<h1>Sign in (development)</h1>\n" + _p(
-        "This sign-in is for development and demonstrations only: it trusts whatever name you type."
-    )
-    if current is not None:
-        body += "\n" + _p(f"You are signed in as {current}.")
-    if problem is not None:
-        body += f'\n<p role="alert">{escape(problem)}</p>'
-    hidden = "" if next_path is None else f'<input type="hidden" name="next" value="{escape(next_path)}">\n'
-    body += (
-        f'\n<form method="post" action="{escape(action)}">\n{hidden}'
-        + _csrf_field(csrf)
-        + '<label for="user">User name</label>\n'
-        '<input type="text" id="user" name="user" autocomplete="username" required maxlength="64">\n'
-        '<button type="submit">Sign in</button>\n</form>'
-    )
-    return _document("Sign in (development)", body)
-
-
-def _render_signed_in(user: str) -> str:
-    return _document(
-        "Signed in",
-        "<h1>Signed in</h1>\n"
-        + _p(f"You are signed in as {user}.")
-        + "\n"
-        + _p("Open the link from your assistant again to connect your account."),
-    )
-
 
 _REFUSALS: Mapping[FormRefusal, str] = {
     "cross_site": (
@@ -200,29 +77,22 @@ _REFUSALS: Mapping[FormRefusal, str] = {
     ),
 }
 
-
-def _render_refused(refusal: FormRefusal) -> str:
-    return _document("Refused: return to your assistant", "<h1>Refused</h1>\n" + _p(_REFUSALS[refusal]))
-
-
-def _render_problem(status: int) -> str:
-    titles = {
-        404: ("Page not found", "There is no page at this address."),
-        405: ("Not allowed", "This page cannot be used that way."),
-        413: ("Too much was sent", "The form sent more than this page accepts. Nothing was stored."),
-    }
-    title, text = titles.get(status, ("Something went wrong", "The request could not be handled. Nothing was stored."))
-    return _document(
-        f"{title}: return to your assistant", f"<h1>{escape(title)}</h1>\n" + _p(text) + "\n" + _p(_RETURN)
-    )
+_PROBLEMS: Mapping[int, tuple[str, str]] = {
+    404: ("Page not found", "There is no page at this address."),
+    405: ("Not allowed", "This page cannot be used that way."),
+    413: ("Too much was sent", "The form sent more than this page accepts. Nothing was stored."),
+}
+_PROBLEM = ("Something went wrong", "The request could not be handled. Nothing was stored.")
 
 
-def _html(document: str, status: int = 200, headers: Mapping[str, str] | None = None) -> HTMLResponse:
-    return HTMLResponse(document, status_code=status, headers={**PAGE_HEADERS, **(headers or {})})
+def _done(request: Request, account: Account) -> Response:
+    what = f"{account.connection} ({account.label})" if account.label else account.connection
+    return _KIT.page(request, "done.html", {"what": what})
 
 
-def _redirect(url: str) -> RedirectResponse:
-    return RedirectResponse(url, status_code=303, headers=dict(PAGE_HEADERS))
+def _problem(request: Request, status: int) -> Response:
+    title, text = _PROBLEMS.get(status, _PROBLEM)
+    return _KIT.page(request, "problem.html", {"title": title, "text": text}, status=status)
 
 
 # --- the development sign-in ----------------------------------------------------------------------------------------
@@ -303,19 +173,16 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
     """
     prefix = service.prefix
     development = verifier if isinstance(verifier, DevelopmentSignIn) else None
-    guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[service.base_url])
     over_https = service.base_url.startswith("https:")
+    guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[service.base_url], secure=over_https)
 
-    def failed(outcome: Failed, opener: str | None) -> HTMLResponse:
+    def failed(request: Request, outcome: Failed, opener: str | None) -> Response:
         sign_in = f"{prefix}{DevelopmentSignIn.PATH}" if development is not None and opener is None else None
-        return _html(_render_failed(outcome.message, sign_in_url=sign_in), outcome.status_code)
+        context = {"message": outcome.message, "sign_in_url": sign_in}
+        return _KIT.page(request, "failed.html", context, status=outcome.status_code)
 
-    def with_form_token(request: Request, render: Callable[[str], str], status: int = 200) -> Response:
-        token, new = guard.token(request)
-        response = _html(render(token), status)
-        if new:
-            guard.remember(response, request, token, secure=over_https or request.url.scheme == "https")
-        return response
+    def refused(request: Request, refusal: FormRefusal) -> Response:
+        return _KIT.page(request, "refused.html", {"reason": _REFUSALS[refusal]}, status=403)
 
     def browser_of(request: Request) -> str | None:
         value = request.cookies.get(BROWSER_COOKIE, "")
@@ -326,15 +193,18 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
         browser = browser_of(request) or secrets.token_urlsafe(32)
         outcome = await service.start(request.query_params.get("t", ""), opener=opener, browser=browser)
         if isinstance(outcome, Failed):
-            return failed(outcome, opener)
+            return failed(request, outcome, opener)
         if isinstance(outcome, Redirect):
-            response: Response = _redirect(outcome.url)
+            response: Response = _KIT.redirect(outcome.url)
         else:
-            ask = outcome
-            response = with_form_token(
-                request,
-                lambda csrf: _render_key_form(ask, action=f"{prefix}/key", cancel_url=f"{prefix}/cancel", csrf=csrf),
-            )
+            key_form = {
+                "label": outcome.connection.label,
+                "name": outcome.connection.name,
+                "state": outcome.state,
+                "action": f"{prefix}/key",
+                "cancel_url": f"{prefix}/cancel",
+            }
+            response = _KIT.form_page(request, guard, "key_form.html", key_form)
         # Lax, not Strict: the provider sends the person back with a top-level cross-site GET, which must carry it.
         response.set_cookie(
             BROWSER_COOKIE,
@@ -358,14 +228,14 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
             browser=browser_of(request),
         )
         if isinstance(outcome, Failed):
-            return failed(outcome, opener)
-        return _html(_render_done(outcome.account))
+            return failed(request, outcome, opener)
+        return _done(request, outcome.account)
 
     async def key(request: Request) -> Response:
         opener = await verifier(request)
         form = await request.form(max_files=0, max_fields=_MAX_FIELDS, max_part_size=_MAX_FIELD_BYTES)
         if (refusal := guard.check(request, form)) is not None:
-            return _html(_render_refused(refusal), 403)
+            return refused(request, refusal)
         state, entered = form.get("state"), form.get("key")
         try:
             outcome = await service.finish_key(
@@ -375,38 +245,37 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
                 browser=browser_of(request),
             )
         except InvalidParamsError as exc:  # a key the provider's header cannot carry; its message names no key
-            return failed(Failed(f"{exc} Nothing was connected. Ask your assistant again for a new link."), opener)
+            message = f"{exc} Nothing was connected. Ask your assistant again for a new link."
+            return failed(request, Failed(message), opener)
         if isinstance(outcome, Failed):
-            return failed(outcome, opener)
-        return _html(_render_done(outcome.account))
+            return failed(request, outcome, opener)
+        return _done(request, outcome.account)
 
     async def cancel(request: Request) -> Response:
-        return _html(_render_cancelled())
+        return _KIT.page(request, "cancelled.html")
 
     async def sign_in(request: Request) -> Response:
         assert development is not None
-        action = f"{prefix}{DevelopmentSignIn.PATH}"
-        current = await development(request)
+        page: dict[str, Any] = {
+            "action": f"{prefix}{DevelopmentSignIn.PATH}",
+            "current": await development(request),
+            "problem": None,
+        }
         if request.method == "GET":
-            next_path = _safe_next(request.query_params.get("next"))
-            return with_form_token(
-                request, lambda csrf: _render_sign_in(action=action, next_path=next_path, current=current, csrf=csrf)
-            )
+            page["next_path"] = _safe_next(request.query_params.get("next"))
+            return _KIT.form_page(request, guard, "sign_in.html", page)
         form = await request.form(max_files=0, max_fields=_MAX_FIELDS, max_part_size=_MAX_FIELD_BYTES)
         if (refusal := guard.check(request, form)) is not None:
-            return _html(_render_refused(refusal), 403)
+            return refused(request, refusal)
         user = str(form.get("user") or "").strip()
         next_path = _safe_next(str(form.get("next") or ""))
         if not _USER.fullmatch(user):
-            problem = "Type a user name of 1 to 64 letters, digits, '_', '.', '@' or '-'."
-            return with_form_token(
-                request,
-                lambda csrf: _render_sign_in(
-                    action=action, next_path=next_path, current=current, csrf=csrf, problem=problem
-                ),
-                400,
-            )
-        response: Response = _redirect(next_path) if next_path is not None else _html(_render_signed_in(user))
+            page["next_path"] = next_path
+            page["problem"] = "Type a user name of 1 to 64 letters, digits, '_', '.', '@' or '-'."
+            return _KIT.form_page(request, guard, "sign_in.html", page, status=400)
+        response = (
+            _KIT.redirect(next_path) if next_path is not None else _KIT.page(request, "signed_in.html", {"user": user})
+        )
         response.set_cookie(
             DevelopmentSignIn.COOKIE,
             development.cookie_value(user),
@@ -417,12 +286,6 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
         )
         return response
 
-    async def problem(request: Request, exc: Exception) -> Response:
-        # A 500 is re-raised by Starlette once this page is sent, so the server logs it with its traceback.
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
-        return _html(_render_problem(status), status, headers={k: v for k, v in headers.items() if k == "Allow"})
-
     routes = [
         Route("/start", start, methods=["GET"]),
         Route("/callback", callback, methods=["GET"]),
@@ -431,8 +294,4 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
     ]
     if development is not None:
         routes.append(Route(DevelopmentSignIn.PATH, sign_in, methods=["GET", "POST"]))
-    return Starlette(
-        routes=routes,
-        middleware=[Middleware(CappedBody, limit=MAX_FORM_BYTES)],
-        exception_handlers={HTTPException: problem, Exception: problem},
-    )
+    return _KIT.app(routes, max_body=MAX_FORM_BYTES, problem=_problem)

@@ -3,24 +3,46 @@
 Calls a tool, prompt or resource on any MCP server; when the server asks (2026-07-28 `input_required`), the call
 is parked in the store and resumed, in any process, once people have answered through the renderers (a terminal
 prompt, a web inbox, your own callback) or the deadline has passed.
+
+The public surface is this module: the runtime, what a call comes back as, the questions and answers, and the
+renderers. Names are imported on first use. The runtime's schema history (`askback.runtime.store.MIGRATIONS`) and
+its records stay in their modules.
 """
 
 from __future__ import annotations
 
-from askback.runtime.calls import AccountActive, Claimed, Completed, Held, Parked, Pending, Runtime
-from askback.runtime.questions import Answer, Question, safe_link
-from askback.runtime.renderers import Callback, Interactive, Renderer, WebInbox, declared_modes
-from askback.runtime.store import MIGRATIONS, CallRecord
+from typing import TYPE_CHECKING, Any
+
+from askback._face import resolve
+
+if TYPE_CHECKING:
+    from askback.runtime.calls import AccountActive, Claimed, Completed, Parked, Pending, Runtime
+    from askback.runtime.questions import Answer, Question, safe_link
+    from askback.runtime.renderers import Callback, Interactive, Renderer, WebInbox, declared_modes
+
+_WHERE = {
+    "AccountActive": "askback.runtime.calls",
+    "Claimed": "askback.runtime.calls",
+    "Completed": "askback.runtime.calls",
+    "Parked": "askback.runtime.calls",
+    "Pending": "askback.runtime.calls",
+    "Runtime": "askback.runtime.calls",
+    "Answer": "askback.runtime.questions",
+    "Question": "askback.runtime.questions",
+    "safe_link": "askback.runtime.questions",
+    "Callback": "askback.runtime.renderers",
+    "Interactive": "askback.runtime.renderers",
+    "Renderer": "askback.runtime.renderers",
+    "WebInbox": "askback.runtime.renderers",
+    "declared_modes": "askback.runtime.renderers",
+}
 
 __all__ = [
-    "MIGRATIONS",
     "AccountActive",
     "Answer",
-    "CallRecord",
     "Callback",
     "Claimed",
     "Completed",
-    "Held",
     "Interactive",
     "Parked",
     "Pending",
@@ -31,3 +53,11 @@ __all__ = [
     "declared_modes",
     "safe_link",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(__name__, _WHERE, name, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

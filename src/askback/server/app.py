@@ -10,7 +10,7 @@ method, tool, arguments, server name and principal). askback adds, around each t
   effects that run once (`flow.once`);
 - the audit trail (`askback.audit`), including requests refused for an invalid state.
 
-Each call runs through a `RoundExecutor` (`round.py`), which carries out what `askback.core.round` decides.
+Each call is a round's plan (`askback.core.round_plan`), driven by `round.py` with the app's `RoundConfig`.
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ from askback.clock import Clock, SystemClock, new_flow_id
 from askback.core.flow import AccountsPort, Flow
 from askback.core.questions import Question
 from askback.core.round import Limits
+from askback.core.round_plan import Policy
 from askback.core.text import unstorable_text
 from askback.db.migrate import Component
 from askback.errors import AskbackError, ConfigurationError, DefinitionError, InvalidParamsError
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
-from askback.server.round import Handler, RoundExecutor
+from askback.server.round import Handler, RoundConfig, run_round
 from askback.settings import Settings, load_settings
 from askback.store import MIGRATIONS, Store
 
@@ -60,10 +61,9 @@ logger = logging.getLogger("askback")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 _CTX = "askback_context"
-# The rounds an askback tool call ran, seen by the middleware around it (to audit calls refused before any round).
-_ROUNDS_SEEN: contextvars.ContextVar[list[RoundExecutor] | None] = contextvars.ContextVar(
-    "askback_rounds", default=None
-)
+# The rounds an askback tool call ran (their tools), seen by the middleware around it (to audit calls refused
+# before any round).
+_ROUNDS_SEEN: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("askback_rounds", default=None)
 
 
 def current_principal() -> str | None:
@@ -136,7 +136,8 @@ class Askback:
         # Extension points for other products (connected accounts): the schema histories the store needs, and what
         # `flow.connect` reaches for a caller.
         self.components: tuple[Component, ...] = (MIGRATIONS,)
-        self.accounts_port: Callable[[str | None], AccountsPort] | None = None
+        self._accounts_port: Callable[[str | None], AccountsPort] | None = None
+        self._round_config: RoundConfig | None = None
         # Routes the app itself serves beside `/mcp` (hosted pages, callbacks, webhooks), each with its auth policy:
         # `build_app` serves them before the `mounts=` it is given, so `askback serve MODULE:APP` serves them too.
         self.mounts: list[Mounted] = []
@@ -151,6 +152,36 @@ class Askback:
     @property
     def name(self) -> str:
         return self.mcp.name
+
+    @property
+    def accounts_port(self) -> Callable[[str | None], AccountsPort] | None:
+        return self._accounts_port
+
+    @accounts_port.setter
+    def accounts_port(self, port: Callable[[str | None], AccountsPort] | None) -> None:
+        self._accounts_port = port
+        self._round_config = None
+
+    @property
+    def round_config(self) -> RoundConfig:
+        """What every round of this app is carried out with, built once (again after `accounts_port` changes)."""
+        config = self._round_config
+        if config is None:
+            settings = self.settings
+            config = self._round_config = RoundConfig(
+                policy=Policy(self.limits, hold_answers=self.hold_answers, state_grace=settings.state_grace),
+                store=self.store,
+                clock=self.clock,
+                new_id=self.new_id,
+                answer_seal=self.answer_seal,
+                tool_result=self.tool_result,
+                end_result=self.end_result,
+                accounts=self._accounts_port,
+                pushes=self.pushes,
+                effect_wait=settings.effect_wait,
+                effect_lease=settings.effect_lease,
+            )
+        return config
 
     # -- storage --
 
@@ -298,39 +329,13 @@ class Askback:
     async def _call(
         self, handler: Handler, arguments: dict[str, Any], ctx: Context[Any, Any]
     ) -> CallToolResult | InputRequiredResult:
-        round_ = RoundExecutor(self, handler, arguments, ctx, current_principal())
         seen = _ROUNDS_SEEN.get()
         if seen is not None:
-            seen.append(round_)
+            seen.append(handler.tool)
         try:
-            result = await round_.run()
-        except AskbackError as exc:
-            await round_.flush()
-            raise _at_mcp_boundary(exc) from exc
-        except Exception as exc:
-            if not round_.events:
-                # The handler failed before it asked or answered anything: the trail still says the call happened.
-                detail = str(exc) if isinstance(exc, ToolError) else f"the tool raised {type(exc).__name__}"
-                round_.event("rejected", outcome="tool_error", detail=detail)
-            await round_.flush()
-            raise
-        except BaseException:
-            await round_.flush()
-            raise
-        try:
-            # A round that cannot record what it asked or answered fails: the audit trail has no gaps.
-            await round_.flush(strict=True)
+            return await run_round(self.round_config, handler, arguments, ctx, current_principal())
         except AskbackError as exc:
             raise _at_mcp_boundary(exc) from exc
-        return result
-
-    def log_unrecorded(self, round_: RoundExecutor) -> None:
-        logger.exception(
-            "askback could not record %d audit event(s) and %d effect outcome(s) of %s",
-            len(round_.events),
-            len(round_.effects),
-            round_.tool,
-        )
 
     async def _write_audit(self, events: list[AuditEvent]) -> None:
         try:
@@ -351,7 +356,7 @@ class Askback:
                 )
                 await self._audit_refusal(params, "invalid_params", str(error))
                 raise _at_mcp_boundary(error)
-        rounds: list[RoundExecutor] = []
+        rounds: list[str] = []
         token = _ROUNDS_SEEN.set(rounds)
         try:
             result = await call_next(ctx)

@@ -1,8 +1,9 @@
 """The 2025-11-25 bridge: the same handlers, with each round's questions pushed on the open session.
 
-An older client cannot take `input_required` results. For its requests the round executor runs the handler here,
-in this process: each round's questions are pushed as `elicitation/create` requests, the answers come back on the
-same session, and the handler reruns with them. The flow state never leaves the server.
+An older client cannot take `input_required` results. For its requests the round's plan (`askback.core.round_plan`,
+the same plan as for 2026-07-28) runs the handler here, in this process: each round's questions are pushed as
+`elicitation/create` requests (`push_questions`), the answers come back on the same session, and the handler reruns
+with them. The flow state never leaves the server.
 
 A pushed question holds the call (and its memory) until the client answers, so the wait ends at the flow deadline
 like any other, and the questions waiting at once are capped per session and per process.
@@ -11,7 +12,6 @@ like any other, and the questions waiting at once are capped per session and per
 from __future__ import annotations
 
 import typing
-from collections.abc import Awaitable, Callable, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,9 +20,10 @@ from mcp_types import ElicitResult, InputRequiredResult
 from mcp_types.version import is_version_at_least
 
 from askback.clock import Clock
+from askback.core.round_plan import NotPushed, Push, Pushed
 from askback.core.state import FlowState
 
-__all__ = ["PendingPushes", "modern", "push_rounds"]
+__all__ = ["PendingPushes", "modern", "push_questions"]
 
 
 def modern(version: str | None) -> bool:
@@ -61,46 +62,32 @@ class PendingPushes:
                 del self.by_session[key]
 
 
-Attempt = Callable[[FlowState | None, Mapping[str, Any] | None], Awaitable[Any]]
-
-
-async def push_rounds(
-    attempt: Attempt,
+async def push_questions(
+    step: Push,
     *,
     session: Any,
     request_id: Any,
     pushes: PendingPushes,
     clock: Clock,
-    deadline_after: float,
-) -> tuple[Any, FlowState | None, str | None]:
-    """Run the handler round after round, pushing each round's questions, until it stops asking. Returns the last
-    outcome (not an `InputRequiredResult`), or, when the flow cannot go on, `(None, state, why)` with why
-    'expired' (the deadline came before an answer) or 'too_many_pending' (a cap was reached)."""
-    state: FlowState | None = None
-    responses: dict[str, Any] | None = None
-    while True:
-        outcome = await attempt(state, responses)
-        if not isinstance(outcome, InputRequiredResult):
-            return outcome, state, None
-        plaintext = outcome.request_state
-        state = FlowState.decode(plaintext) if plaintext else None
-        assert state is not None
-        responses = {}
-        deadline = state.started + deadline_after
-        for key, request in (outcome.input_requests or {}).items():
-            params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
-            # The SDK's `session` is a per-request proxy; the `initialize` params it exposes belong to the
-            # connection, so they identify the session across its requests.
-            with pushes.slot(session.client_params or session) as free:
-                if not free:
-                    return None, state, "too_many_pending"
-                answer = await _push_until(session, request_id, clock, deadline, state, key, params)
-            if answer is None:
-                return None, state, "expired"
-            responses[key] = answer
-        # The answers came in now: the deadline applies here too.
-        if clock.now() > deadline:
-            return None, state, "expired"
+) -> Pushed | NotPushed:
+    """Push one round's questions (`step.requests`) one by one and wait for each answer, until `step.deadline`. The
+    round's plan (`askback.core.round_plan`) reruns the handler with the answers, or ends the flow."""
+    state = step.state
+    responses: dict[str, Any] = {}
+    # The questions as the wire types read them, as a 2026-07-28 client would get them.
+    asked = InputRequiredResult.model_validate({"inputRequests": dict(step.requests)})
+    for key, request in (asked.input_requests or {}).items():
+        params = request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
+        # The SDK's `session` is a per-request proxy; the `initialize` params it exposes belong to the
+        # connection, so they identify the session across its requests.
+        with pushes.slot(session.client_params or session) as free:
+            if not free:
+                return NotPushed("too_many_pending", clock.now())
+            answer = await _push_until(session, request_id, clock, step.deadline, state, key, params)
+        if answer is None:
+            return NotPushed("expired", clock.now())
+        responses[key] = answer
+    return Pushed(responses, clock.now())
 
 
 async def _push_until(

@@ -1,5 +1,7 @@
 """Audit lines to and from database rows: the rows a round inserts, the query an `AuditFilter` means, and the
-statements that keep the audit chains (`chain`): move a chain's head, read the heads and rows back to verify."""
+statements that keep the audit chains (`askback.audit.chain`): move a chain's head, read the heads and rows back to
+verify. SQL over the store's tables, so it lives with them: the audit package (events, chains, emission) imports
+nothing of the store, which writes its rows."""
 
 from __future__ import annotations
 

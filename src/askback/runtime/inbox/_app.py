@@ -1,0 +1,205 @@
+"""The web inbox's routes: who opens a page, which question it is, and what the runtime makes of an answer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from askback.asgi import FormGuard
+from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
+from askback.pages import PageKit
+from askback.runtime.calls import Claimed, Runtime
+from askback.runtime.inbox import _view
+from askback.runtime.inbox._forms import Refused, read_answer, refused_by_the_runtime
+from askback.runtime.questions import Question
+from askback.runtime.store import CallRecord
+
+log = logging.getLogger("askback.runtime.inbox")
+
+# A form of a few dozen fields is a few kilobytes.
+_MAX_FORM_BYTES = 64 * 1024
+_CSRF_COOKIE = "askback_inbox_csrf"
+
+_KIT = PageKit(Path(__file__).parent / "templates", title_suffix=" · askback inbox")
+
+
+class _InputKey(Convertor[str]):
+    """A question's input key in a page's path: whatever the server chose, line breaks included (Starlette's `path`
+    convertor stops at one, and its pattern's `$` matches before a final one)."""
+
+    regex = "[\\s\\S]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("input_key", _InputKey())
+
+
+def _base(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _problem(request: Request, status: int, **more: Any) -> Response:
+    return _KIT.page(request, "problem.html", _view.problem(status, _base(request), **more), status=status)
+
+
+class _Inbox:
+    """The pages over one runtime's parked calls, for the person `principal(request)` names."""
+
+    def __init__(self, runtime: Runtime, principal: Callable[[Request], str | None], resume: bool) -> None:
+        self.runtime = runtime
+        self.principal = principal
+        self.resume = resume
+        self.guard = FormGuard(_CSRF_COOKIE, path="/")
+
+    async def asked(self, person: str, call_id: str, round_: int, key: str) -> _view.Asked | CallRecord | None:
+        """The person's pending question; their call when it no longer waits on that question; None when there is no
+        such call of theirs (another person's call is None too: never revealed)."""
+        held = self.runtime.held.get(call_id)
+        if held is not None:
+            q = held.question
+            if held.principal != person or q.round != round_ or q.key != key:
+                return None
+            return self.shown(q, _view.HELD, held.deadline)
+        try:
+            record = await self.runtime.calls.get(call_id)
+        except UnknownCallError:
+            return None
+        if record.principal != person:
+            return None
+        question = next((q for q in record.questions if q.round == round_ and q.key == key), None)
+        if question is None or record.status != "parked":
+            return record
+        if key in await self.runtime.calls.answers(call_id, round_):
+            return record
+        return self.shown(question, _view.asker(record.method, record.target), record.deadline)
+
+    def shown(self, q: Question, asker: str, deadline: float | None) -> _view.Asked:
+        if q.mode != "url":
+            return _view.Asked(q, asker, deadline)
+        try:
+            return _view.Asked(q, asker, deadline, link=self.runtime.link(q))
+        except (UnsafeLinkError, InvalidAnswerError) as exc:
+            return _view.Asked(q, asker, deadline, unsafe=str(exc))
+
+    def question_page(
+        self, request: Request, item: _view.Asked, status: int = 200, refused: Refused | None = None
+    ) -> Response:
+        shown = refused or Refused()
+        page = _view.question(_base(request), item, values=shown.values, errors=shown.errors, problem=shown.problem)
+        return _KIT.form_page(request, self.guard, "question.html", page, status=status)
+
+    def gone(self, request: Request, call_id: str) -> Response:
+        link = (_view.call_path(_base(request), call_id), "See what came of the call")
+        return _problem(request, 409, link=link)
+
+    async def listing(self, request: Request) -> Response:
+        person = self.principal(request)
+        if person is None:
+            return _problem(request, 401)
+        items = [
+            self.shown(p.question, _view.HELD if p.in_memory else _view.asker(p.method, p.target), p.deadline)
+            for p in await self.runtime.inbox(principal=person)
+        ]
+        done = request.query_params.get("done")
+        ready = request.query_params.get("ready") == "1"
+        return _KIT.page(request, "list.html", _view.listing(_base(request), person, items, done, ready))
+
+    async def show(self, request: Request) -> Response:
+        person = self.principal(request)
+        if person is None:
+            return _problem(request, 401)
+        params = request.path_params
+        found = await self.asked(person, params["call_id"], params["round"], params["key"])
+        if found is None:
+            return _problem(request, 404)
+        if isinstance(found, CallRecord):
+            return self.gone(request, found.id)
+        return self.question_page(request, found)
+
+    async def answer(self, request: Request) -> Response:
+        base = _base(request)
+        form = await request.form(max_files=0)
+        if self.guard.check(request, form) is not None:
+            return _problem(request, 403)
+        person = self.principal(request)
+        if person is None:
+            return _problem(request, 401)
+        params = request.path_params
+        call_id, round_, key = params["call_id"], params["round"], params["key"]
+        found = await self.asked(person, call_id, round_, key)
+        if found is None:
+            return _problem(request, 404)
+        if isinstance(found, CallRecord):
+            return self.gone(request, found.id)
+        chosen = read_answer(found, form)
+        if isinstance(chosen, Refused):
+            return self.question_page(request, found, 400, chosen)
+        try:
+            waiting = await self.runtime.answer(call_id, key, chosen, round_=round_, by=person)
+        except InvalidAnswerError as exc:
+            return self.question_page(request, found, 400, refused_by_the_runtime(found, form, exc))
+        except CallStateError:
+            return self.gone(request, call_id)
+        except UnknownCallError:
+            return _problem(request, 404)
+        if waiting > 0 or call_id in self.runtime.held:
+            return _KIT.redirect(f"{base}/?{urlencode({'done': chosen.action})}")
+        if not self.resume:
+            return _KIT.redirect(f"{base}/?{urlencode({'done': chosen.action, 'ready': '1'})}")
+        try:
+            outcome = await self.runtime.resume(call_id)
+        except CallError as exc:
+            log.warning("the inbox could not resume call %s: %s", call_id, exc)
+            page = _view.custom_problem(
+                "Answer recorded; the call did not go on",
+                "Your answer is recorded, but the call could not be sent back to its server:",
+                base,
+                detail=str(exc),
+                link=(_view.call_path(base, call_id), "See the call"),
+            )
+            return _KIT.page(request, "problem.html", page, status=502)
+        flag = "" if isinstance(outcome, Claimed) else "?resumed=1"
+        return _KIT.redirect(f"{_view.call_path(base, call_id)}{flag}")
+
+    async def call_page(self, request: Request) -> Response:
+        person = self.principal(request)
+        if person is None:
+            return _problem(request, 401)
+        call_id = request.path_params["call_id"]
+        try:
+            record = await self.runtime.calls.get(call_id)
+        except UnknownCallError:
+            record = None
+        if record is None or record.principal != person:
+            return _problem(request, 404)
+        pending = [q for q in await self.runtime.pending(principal=person) if q.call_id == call_id]
+        resumed = request.query_params.get("resumed") == "1"
+        return _KIT.page(request, "call.html", _view.call(_base(request), record, pending, resumed=resumed))
+
+
+def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], resume: bool = False) -> Starlette:
+    """The web inbox over `runtime`'s parked calls. `principal(request)` names the person who opens a page (None:
+    nobody is signed in, and the page says how to sign in). With `resume`, the last answer of a round sends the round
+    back to its server at once; without, `askback inbox resume` (or the agent) does."""
+    inbox = _Inbox(runtime, principal, resume)
+    routes = [
+        Route("/", inbox.listing, methods=["GET"]),
+        Route("/q/{call_id}/{round:int}/{key:input_key}", inbox.show, methods=["GET"]),
+        Route("/q/{call_id}/{round:int}/{key:input_key}", inbox.answer, methods=["POST"]),
+        Route("/calls/{call_id}", inbox.call_page, methods=["GET"]),
+    ]
+    return _KIT.app(routes, max_body=_MAX_FORM_BYTES, problem=_problem)

@@ -1,0 +1,104 @@
+"""The store's audit log: a round's events linked onto its process's hash chain in the round's own transaction,
+read back by filter, and verified in one snapshot."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from askback.audit import AuditEvent, AuditFilter
+from askback.audit.chain import GENESIS, ChainHead, Verdict, Verifier, link
+from askback.audit.emit import chain_id
+from askback.store import audit_rows as audit_query
+from askback.store._base import StoreBase
+
+__all__ = ["AuditLog"]
+
+logger = logging.getLogger("askback")
+
+
+class AuditLog(StoreBase):
+    """Writing, reading and verifying the audit trail."""
+
+    async def add_audit_many(self, events: Sequence[AuditEvent]) -> None:
+        """Write several events in one transaction (one round's events are written together)."""
+        if not events:
+            return
+        rows = audit_query.to_rows(events)
+        chain = self._audit_chain or chain_id()
+        with self._reachable(f"write {len(rows)} audit event(s)"):
+            head = await self._run(lambda conn: self._append_audit(conn, rows, chain))
+        self._appended(chain, [head])
+
+    def _append_audit(self, conn: Any, rows: list[dict[str, Any]], chain: str) -> tuple[int, str]:
+        """Link `rows` onto `chain` and insert them, moving the chain's head, inside the caller's transaction; the
+        new head (seq, hash), for `_appended` once the transaction has committed.
+
+        The hot path is one UPDATE of the head, from the head this store last committed, and one INSERT of the rows.
+        When that head is not the one recorded (the first write of the chain, or another task of this process
+        appended meanwhile), the head row is read under its lock and the rows linked again. Each statement on the
+        chain writes before it reads, so that SQLite's write lock is held before the head is read."""
+        known = self._audit_heads.get(chain)
+        if known is None:
+            values = {"chain": chain, "seq": 0, "head": GENESIS, "started_at": rows[0]["at"]}
+            conn.execute(audit_query.CHAIN_START[conn.dialect.name], values)
+        else:
+            linked, seq, head = link(rows, chain, *known)
+            params = {"b_chain": chain, "b_from": known[0], "b_seq": seq, "b_head": head}
+            if conn.execute(audit_query.CHAIN_ADVANCE, params).rowcount == 1:
+                conn.execute(audit_query.INSERT, linked)
+                return seq, head
+        found = conn.execute(audit_query.CHAIN_HEAD, {"b_chain": chain}).first()
+        recorded: tuple[int, str] = (found.seq, found.head)
+        start = recorded
+        if known is not None and known[0] > recorded[0]:
+            # Only someone editing the table by hand moves a head back: carry on after the rows this store wrote,
+            # so that the gap shows rather than being written over.
+            logger.warning(
+                "askback audit chain %s: its head went back from seq %d to seq %d; continuing after seq %d",
+                chain,
+                known[0],
+                recorded[0],
+                known[0],
+            )
+            start = known
+        linked, seq, head = link(rows, chain, *start)
+        params = {"b_chain": chain, "b_from": recorded[0], "b_seq": seq, "b_head": head}
+        conn.execute(audit_query.CHAIN_ADVANCE, params)
+        conn.execute(audit_query.INSERT, linked)
+        return seq, head
+
+    def _appended(self, chain: str, heads: Sequence[tuple[int, str]]) -> None:
+        """Remember the head a committed transaction left `chain` at. Tasks may commit in one order and get here in
+        another, so only a later head replaces an earlier one."""
+        for head in heads:
+            known = self._audit_heads.get(chain)
+            if known is None or known[0] < head[0]:
+                self._audit_heads[chain] = head
+
+    async def verify_audit(self) -> Verdict:
+        """Walk every audit chain and find the first broken link of each (`askback.audit.chain.Verifier`), reading
+        the heads and the rows in one snapshot, so that rounds written meanwhile do not look like tampering."""
+        with self._reachable("verify the audit trail"):
+            async with self._engine.connect() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+                async with conn.begin():
+                    heads = [
+                        ChainHead(r.chain, r.seq, r.head, r.started_at)
+                        for r in (await conn.execute(audit_query.CHAIN_HEADS)).all()
+                    ]
+                    verifier = Verifier(heads)
+                    for statement in (audit_query.CHAINED_ROWS, audit_query.UNCHAINED_ROWS):
+                        rows = await conn.stream(statement.execution_options(yield_per=1000))
+                        async for row in rows:
+                            verifier.add(row._asdict())
+        return verifier.finish()
+
+    async def audit(self, flt: AuditFilter = AuditFilter()) -> list[AuditEvent]:
+        """The audit events that match `flt`, oldest first."""
+        with self._reachable("read the audit log"):
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(audit_query.selecting(flt))).all()
+        return [audit_query.from_row(row._mapping) for row in reversed(rows)]
