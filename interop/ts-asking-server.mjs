@@ -1,5 +1,5 @@
 // A server written with the official TypeScript v2 SDK alone (@modelcontextprotocol/server, no askback), for the
-// agent runtime's interop tests (tests/test_runtime_interop.py). Usage:
+// agent runtime's interop tests (tests/interop/test_runtime_interop.py). Usage:
 //
 //   node interop/ts-asking-server.mjs [--port N]
 //

@@ -1,5 +1,5 @@
 // The official TypeScript v2 client (@modelcontextprotocol/client) against askback's demo server, for
-// tests/test_ts_client.py. Usage:
+// tests/interop/test_ts_client.py. Usage:
 //
 //   node interop/ts-client.mjs URL MODE SCENARIO [--project prj_99|prj_42] [--user NAME]
 //

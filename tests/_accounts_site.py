@@ -1,6 +1,7 @@
 """The hosted account pages served on loopback for a test module: a SQLite store with every schema history, a real
 vault, an OAuth connection discovered from oidc-provider and an API-key connection, the development sign-in, a
-frozen clock, and uvicorn on the module's listening socket. Chromium helpers for a person using them."""
+frozen clock, and uvicorn on the module's listening socket. Chromium helpers for a person using them, and the
+OAuth callback a test holds itself when no askback page receives it (`Callback`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import contextlib
 import re
 import secrets
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import anyio
@@ -50,6 +53,7 @@ class Site:
     clock: FrozenClock
     verifier: DevelopmentSignIn
     provider: OidcProvider
+    database: Path
 
     def url(self, path: str, **query: str) -> str:
         return f"{self.base}{PREFIX}{path}" + (f"?{urlencode(query)}" if query else "")
@@ -84,6 +88,7 @@ async def serve_site(
             client_secret=SecretStr(provider.client_secret),
             issuer=provider.issuer,
             scopes=("openid", "offline_access"),
+            # oidc-provider keeps offline_access (a refresh token) only when consent is prompted for.
             authorize_params={"prompt": "consent"},
         )
     )
@@ -104,12 +109,13 @@ async def serve_site(
         provider_visit_ttl=provider_visit_ttl,
     )
     verifier = DevelopmentSignIn(secrets.token_bytes(32))
+    # Mounted under the prefix, as `build_app(mounts=[Mounted(PREFIX, pages, auth=Open())])` serves them.
     served = Starlette(routes=[Mount(PREFIX, app=pages_app(service, verifier))])
     server = uvicorn.Server(uvicorn.Config(served, lifespan="off", log_level="warning", timeout_graceful_shutdown=5))
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve, [listener])
-            yield Site(base, service, accounts, vault, clock, verifier, provider)
+            yield Site(base, service, accounts, vault, clock, verifier, provider, database)
             server.should_exit = True
     finally:
         await tokens.aclose()
@@ -185,3 +191,42 @@ def form_field(html: str, name: str) -> str:
 async def form_token(http: httpx.AsyncClient, path: str = f"{PREFIX}/dev/sign-in") -> str:
     """A page's form token, as a browser gets it (its cookie is now in the client's jar)."""
     return form_field((await http.get(path)).text, "csrf")
+
+
+class Callback:
+    """A redirect URI outside askback: a loopback HTTP server that records the callback URLs it is sent to (not the
+    browser's favicon requests) and tells the person they are done, so the browser lands somewhere."""
+
+    def __init__(self) -> None:
+        received: list[str] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.startswith("/callback"):
+                    received.append(f"http://127.0.0.1:{self.server.server_address[1]}{self.path}")
+                body = b"<!doctype html><title>Connected</title><p>You can close this window."
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}/callback"
+
+
+@contextlib.contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[None]:
+    """A standard-library HTTP server answering on its own thread until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from playwright.async_api import Browser as AsyncBrowser
     from playwright.sync_api import Browser as SyncBrowser
 
+# The repository and the tests' fixture modules, for every test whatever folder it sits in: fixture servers are
+# served as `tests.fixtures.x:server` with the repository as their working directory.
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
 
 def run_askback(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180
@@ -311,7 +316,7 @@ class Nginx:
 # and a headless Chromium to click through its pages. Their behaviour, login and consent pages are described at the
 # top of interop/oidc/provider.mjs.
 
-INTEROP = Path(__file__).resolve().parent.parent / "interop"
+INTEROP = ROOT / "interop"
 OIDC_PROVIDER_SCRIPT = INTEROP / "oidc" / "provider.mjs"
 
 

@@ -39,6 +39,7 @@ def test_askback_exports_exactly_its_public_names() -> None:
         "RoundInProgressError",
         "Settings",
         "StoreUnavailableError",
+        "ToolError",
         "current_principal",
         "load_settings",
     }

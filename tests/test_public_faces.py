@@ -57,6 +57,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "RoundInProgressError",
                 "Settings",
                 "StoreUnavailableError",
+                "ToolError",
                 "current_principal",
                 "load_settings",
             }
@@ -65,7 +66,19 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
     "askback.server": (
         frozenset(
-            {"Askback", "Bearer", "DemoTokenVerifier", "Mounted", "Open", "Signed", "build_app", "current_principal"}
+            {
+                "Askback",
+                "Bearer",
+                "DemoTokenVerifier",
+                "Extension",
+                "ExtensionContext",
+                "Mounted",
+                "Open",
+                "Ports",
+                "Signed",
+                "build_app",
+                "current_principal",
+            }
         ),
         frozenset(),
     ),
@@ -178,7 +191,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "Held",
                 "Lapse",
                 "Refresh",
-                "Refuse",
+                "RefuseToken",
                 "TokenKeeper",
                 "TokenSet",
                 "Use",
@@ -244,6 +257,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "ServerRefusedError",
                 "ServerTimeoutError",
                 "StoreUnavailableError",
+                "ToolError",
                 "UnansweredError",
                 "UnknownCallError",
                 "UnsafeLinkError",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ProbeError,
         RoundInProgressError,
         StoreUnavailableError,
+        ToolError,
     )
     from askback.server.app import Askback, current_principal
     from askback.settings import Settings, load_settings
@@ -41,6 +42,7 @@ _WHERE = {
     "ProbeError": "askback.errors",
     "RoundInProgressError": "askback.errors",
     "StoreUnavailableError": "askback.errors",
+    "ToolError": "askback.errors",
     "ArgumentRequiredError": "askback.errors",
     "Accepted": "askback.core.answers",
     "Cancelled": "askback.core.answers",
@@ -85,6 +87,7 @@ __all__ = [
     "RoundInProgressError",
     "Settings",
     "StoreUnavailableError",
+    "ToolError",
     "current_principal",
     "load_settings",
 ]

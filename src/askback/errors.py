@@ -8,6 +8,8 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── ConfigurationError          bad or missing settings, refused at start-up
     ├── DefinitionError             a question or tool defined wrongly, refused when it is defined
     ├── MissingCapabilityError      -32021: this request did not declare what the question needs (HTTP 400)
+    ├── ToolError                   raised by a handler: the call ends as a tool result with `isError: true` and
+    │                               this message, for the model to read (the SDK's own `ToolError` works too)
     ├── ArgumentRequiredError       the client cannot ask and the question falls back to a tool argument: the call
     │                               ends as a tool error (isError) naming the argument, for the model to fix
     ├── InvalidStateError           -32602: the requestState is not askback's (HTTP 400)
@@ -81,6 +83,7 @@ __all__ = [
     "ServerRefusedError",
     "ServerTimeoutError",
     "StoreUnavailableError",
+    "ToolError",
     "UnansweredError",
     "UnknownCallError",
     "UnsafeLinkError",
@@ -128,6 +131,13 @@ class MissingCapabilityError(AskbackError):
 
     def wire_data(self) -> dict[str, Any]:
         return {"requiredCapabilities": self.required}
+
+
+class ToolError(AskbackError):
+    """Raised by a handler for an error the model should read: the call completes as a tool result with
+    `isError: true` and this message as its text, exactly as the SDK's `ToolError` would."""
+
+    tool_error = True
 
 
 class ArgumentRequiredError(AskbackError):

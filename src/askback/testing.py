@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from askback.clock import FrozenClock
+from askback.core.capabilities import MRTR_REVISION
 from askback.core.plan import Answer, Next, Round, flow_plan
 from askback.errors import ConfigurationError
 
@@ -228,7 +229,7 @@ async def call_round(
         event_hooks={"response": [on_response]},
     ) as http:
         transport = streamable_http_client(url, http_client=http)
-        client = Client(transport, mode="2026-07-28", elicitation_callback=answered_by_hand if elicitation else None)
+        client = Client(transport, mode=MRTR_REVISION, elicitation_callback=answered_by_hand if elicitation else None)
         async with client:
             try:
                 result = await client.session.call_tool(

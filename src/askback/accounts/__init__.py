@@ -18,7 +18,7 @@ importing it loads neither SQLAlchemy nor the HTTP stack. The parts, each also i
   and the requests built for a provider (no I/O).
 - `tokens`: exchanging, refreshing (once for everyone) and revoking tokens, and using an account over HTTP.
 - `repository`, `links`, `service`, `pages`, `setup`: the accounts' rows, the one-use links, the flows behind the
-  hosted pages, the pages themselves, and the wiring into an `Askback` app.
+  hosted pages, the pages themselves, and the extension that adds them to an `Askback` app.
 """
 
 from __future__ import annotations

@@ -6,22 +6,18 @@ copy of the database cannot be turned into a working link. A change here needs a
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import Float, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from askback.db.orm import product_metadata
 
 __all__ = ["VERSION_TABLE", "AccountEventRow", "AccountRow", "Base", "LinkRow"]
 
 VERSION_TABLE = "askback_accounts_alembic_version"
 
-_NAMING = {
-    "ix": "ix_%(table_name)s_%(column_0_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
 
 class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=_NAMING)
+    metadata = product_metadata()
 
 
 class AccountRow(Base):

@@ -1,21 +1,24 @@
-"""Turning connected accounts on for an `Askback` server.
+"""Connected accounts as an extension of an `Askback` server (`askback.extension`).
 
 ```python
-from askback.accounts import enable_accounts, load_connections, Vault
+from askback.accounts import AccountsSetup, Vault, load_connections
 
-accounts = enable_accounts(
-    app,
+settings = load_settings()
+accounts = AccountsSetup(
     connections=load_connections("connections.toml"),
-    vault=Vault.from_settings(app.settings),
+    vault=Vault.from_settings(settings),
     verifier=my_sign_in,                  # who opens a hosted page: the deployment's own sign-in
     base_url="https://tools.example.com", # where people reach the hosted pages
 )
-http_app = build_app(app, mounts=[Mounted(accounts.prefix, accounts.pages, auth=Open())])
+app = Askback("mail", settings=settings, extensions=[accounts])
+http_app = build_app(app, token_verifier=my_tokens)   # serves the hosted pages at /accounts too
 ```
 
-The server kit knows nothing of accounts, and accounts import nothing of the server kit: this adds the accounts'
-schema history to the app's store, gives `flow.connect` its port, and hands back the hosted pages (an ASGI app that
-checks who opens it itself, so it is mounted `Open()`).
+The server kit knows nothing of accounts, and accounts import nothing of the server kit: the extension says, as
+data, that the app's store needs the accounts' schema history, that `flow.connect` reaches the accounts through its
+port, and that the hosted pages (an ASGI app that checks who opens it itself, so it is mounted `Open()`) are served
+under `prefix`; the app does the wiring. `enable_accounts(app, ...)` builds the same extension for an app already
+made.
 """
 
 from __future__ import annotations
@@ -35,44 +38,51 @@ from askback.accounts.store import MIGRATIONS
 from askback.accounts.tokens import ConnectedAccount, TokenKeeper
 from askback.accounts.vault import Vault
 from askback.errors import ConfigurationError, VaultError
+from askback.extension import ExtensionContext, Mounted, Open, Ports
 
 if TYPE_CHECKING:
     from askback.server.app import Askback
-    from askback.store import Store
 
 __all__ = ["AccountsSetup", "enable_accounts"]
 
 
 class AccountsSetup:
-    """The accounts service of one app, built when the app's store opens."""
+    """Connected accounts for one app: an extension (`Askback(..., extensions=[AccountsSetup(...)])`) whose start
+    builds the accounts service on the app's store, with the app's clock and settings (`link_ttl`,
+    `provider_visit_ttl`, `refresh_leeway`). `pages` are the hosted pages, served under `prefix`."""
+
+    name = "accounts"
+    migrations = (MIGRATIONS,)
 
     def __init__(
         self,
-        app: Askback,
         *,
         connections: Connections,
         vault: Vault,
+        verifier: SignInVerifier,
         base_url: str,
-        prefix: str,
-        http: httpx.AsyncClient | None,
+        prefix: str = "/accounts",
+        http: httpx.AsyncClient | None = None,
     ) -> None:
-        self.app = app
         self.connections = connections
         self.vault = vault
         self.base_url = base_url
         self.prefix = "/" + prefix.strip("/")
         self.http = http
-        self.pages: Any = None
+        self.pages = _LazyPages(self, verifier)
+        self.mounts = (Mounted(self.prefix, self.pages, auth=Open()),)
+        self.ports = Ports(accounts=lambda principal: _CallerAccounts(self, principal))
         self._service: AccountService | None = None
 
-    async def build(self, store: Store) -> None:
+    async def start(self, context: ExtensionContext) -> None:
+        store, settings = context.store, context.settings
         await self._check_vault(Accounts(store))
         tokens = TokenKeeper(
             Accounts(store),
             self.vault,
             self.connections,
-            clock=self.app.clock,
-            leeway=self.app.settings.refresh_leeway,
+            clock=context.clock,
+            leeway=settings.refresh_leeway,
             http=self.http,
         )
         self._service = AccountService(
@@ -80,11 +90,11 @@ class AccountsSetup:
             vault=self.vault,
             connections=self.connections,
             tokens=tokens,
-            clock=self.app.clock,
+            clock=context.clock,
             base_url=self.base_url,
             prefix=self.prefix,
-            link_ttl=self.app.settings.link_ttl,
-            provider_visit_ttl=self.app.settings.provider_visit_ttl,
+            link_ttl=settings.link_ttl,
+            provider_visit_ttl=settings.provider_visit_ttl,
         )
 
     async def _check_vault(self, accounts: Accounts) -> None:
@@ -108,9 +118,12 @@ class AccountsSetup:
             self._service = None
 
     async def service(self) -> AccountService:
+        """The accounts service, once the app has started (its store opened)."""
         if self._service is None:
-            await self.app.store()  # runs `build`
-        assert self._service is not None
+            raise ConfigurationError(
+                "Connected accounts are used before their app started: open it first (`async with app.running()`, "
+                "or serve it with `build_app` / `askback serve`, which open it before taking requests)."
+            )
         return self._service
 
 
@@ -179,13 +192,11 @@ def enable_accounts(
     prefix: str = "/accounts",
     http: httpx.AsyncClient | None = None,
 ) -> AccountsSetup:
-    """Turn connected accounts on for `app`. The returned setup's `pages` (under `prefix`) are the hosted pages to
-    mount beside `/mcp`: `build_app(app, mounts=[Mounted(setup.prefix, setup.pages, auth=Open())])`."""
-    setup = AccountsSetup(app, connections=connections, vault=vault, base_url=base_url, prefix=prefix, http=http)
-    if MIGRATIONS not in app.components:
-        app.components = (*app.components, MIGRATIONS)
-    app.on_start(setup.build)
-    app.on_close(setup.close)
-    app.accounts_port = lambda principal: _CallerAccounts(setup, principal)
-    setup.pages = _LazyPages(setup, verifier)
+    """Turn connected accounts on for `app`, already made and not yet started: `AccountsSetup(...)` given to
+    `app.extend`. The app then serves the hosted pages under `prefix` (`build_app`, `askback serve`); passing the
+    returned setup's mount to `build_app(mounts=...)` again serves them once."""
+    setup = AccountsSetup(
+        connections=connections, vault=vault, verifier=verifier, base_url=base_url, prefix=prefix, http=http
+    )
+    app.extend(setup)
     return setup

@@ -15,27 +15,32 @@ call waits (parked), 4 no such call, 5 the call could not go on, 70 a crash, 130
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from askback.cli.output import ExitStatus, UsageError, print_error, reports_errors
+from askback.cli._runtime import (
+    AS_JSON,
+    DATABASE,
+    DEFAULT_TIMEOUT,
+    QUESTIONS_LISTED,
+    TIMEOUT,
+    print_outcome,
+    question_json,
+    terminal_renderer,
+    when,
+    with_runtime,
+)
+from askback.cli.call import call
+from askback.cli.output import UsageError, reports_errors
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
     from askback.runtime import Question, Runtime
     from askback.runtime.calls import Outcome, Pending
-    from askback.runtime.questions import Mode
-    from askback.runtime.renderers import Renderer
-    from askback.runtime.terminal import TerminalRenderer
 
 __all__ = ["register"]
-
-_T = TypeVar("_T")
 
 inbox_app = typer.Typer(
     help="Parked calls of the agent runtime: list, answer, resume, and the web inbox.",
@@ -43,105 +48,11 @@ inbox_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_DATABASE = typer.Option("--database", help="The runtime's database URL (default: ASKBACK_DATABASE_URL).")
-_JSON = typer.Option("--json", help="Print JSON.")
 _USER = typer.Option("--user", help="Who answers (recorded with each answer).")
 # `inbox list` is a table: a long message, a call's arguments and a round of many questions are shortened there.
 _MESSAGE_LISTED = 120
 _CALL_LISTED = 100
-_QUESTIONS_LISTED = 20
 _CALL_SHOWN = 1000
-_DEFAULT_TIMEOUT = 30.0
-_TIMEOUT = typer.Option(
-    "--timeout",
-    min=0.001,
-    help="Seconds to wait for the server's answer to a round; a parked call stays parked when it runs out.",
-)
-
-
-def _when(at: float | None) -> str:
-    return "-" if at is None else dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _with_runtime(
-    database: str | None,
-    work: Callable[[Runtime], Awaitable[_T]],
-    *,
-    renderers: tuple[Renderer, ...] = (),
-    timeout: float = _DEFAULT_TIMEOUT,
-    settings_given: Mapping[str, Any] | None = None,
-) -> _T:
-    from askback.cli.db import run_with_database
-    from askback.runtime import Runtime, WebInbox
-    from askback.settings import load_settings
-
-    settings = load_settings(**(settings_given or {}))
-    url = database or settings.database_url
-
-    async def run() -> _T:
-        runtime = await Runtime.open(url, settings=settings, renderers=renderers or (WebInbox(),), timeout=timeout)
-        try:
-            return await work(runtime)
-        finally:
-            await runtime.close()
-
-    result: _T = run_with_database(url, run)
-    return result
-
-
-def _outcome(outcome: Outcome, as_json: bool) -> int:
-    """Print a call's outcome; the exit status: 0 completed, 1 a tool error, 3 parked or claimed."""
-    from askback.runtime import Claimed, Completed
-
-    if isinstance(outcome, Completed):
-        if as_json:
-            typer.echo(json.dumps({"call_id": outcome.call_id, "status": "completed", "result": outcome.result}))
-        else:
-            typer.echo(for_terminal(outcome.text, lines=True))
-        return ExitStatus.FAILED if outcome.is_error else ExitStatus.OK
-    if isinstance(outcome, Claimed):
-        if as_json:
-            typer.echo(json.dumps({"call_id": outcome.call_id, "status": "claimed", "round": outcome.round}))
-        else:
-            typer.echo(f"{outcome.call_id}: another process is resuming round {outcome.round}; nothing sent from here")
-        return ExitStatus.WAITING
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "call_id": outcome.call_id,
-                    "status": "parked",
-                    "round": outcome.round,
-                    "deadline": outcome.deadline,
-                    "missing": list(outcome.missing),
-                    "questions": [_question(q) for q in outcome.questions],
-                }
-            )
-        )
-    else:
-        keys = [shorten(key, 60) for key in outcome.missing[:_QUESTIONS_LISTED]]
-        more = len(outcome.missing) - len(keys)
-        waiting = ", ".join(keys) + (f" and {more} more" if more > 0 else "") or "nothing (resume it)"
-        typer.echo(f"{outcome.call_id}: parked on round {outcome.round}, waiting for {for_terminal(waiting)}")
-        typer.echo(
-            f"  answer with `askback inbox answer {outcome.call_id}`; it is cancelled at {_when(outcome.deadline)}"
-        )
-    return ExitStatus.WAITING
-
-
-def _question(q: Question) -> dict[str, Any]:
-    found: dict[str, Any] = {"call_id": q.call_id, "round": q.round, "key": q.key, "mode": q.mode, "message": q.message}
-    if q.origin is not None:
-        found["server"] = q.origin.server
-        found["server_name"] = q.origin.server_name
-    if q.problem is not None:
-        found["problem"] = q.problem
-    if q.mode == "form":
-        found["schema"] = q.schema
-    if q.mode == "url":
-        found["url"] = q.url
-        found["host"] = q.host
-    return found
 
 
 @inbox_app.command("list")
@@ -149,8 +60,8 @@ def _question(q: Question) -> dict[str, Any]:
 def inbox_list(
     user: Annotated[str | None, typer.Option("--user", help="Only this person's questions.")] = None,
     run: Annotated[str | None, typer.Option("--run", help="Only this run's calls.")] = None,
-    database: Annotated[str | None, _DATABASE] = None,
-    as_json: Annotated[bool, _JSON] = False,
+    database: Annotated[str | None, DATABASE] = None,
+    as_json: Annotated[bool, AS_JSON] = False,
 ) -> None:
     """List the unanswered questions of parked calls, call by call: who answers, which server asks (its host and
     the name it gives itself) for which tool, then each question's key, mode and message (shortened: `inbox show`
@@ -159,12 +70,12 @@ def inbox_list(
     async def work(runtime: Runtime) -> list[Pending]:
         return await runtime.inbox(principal=user, run_id=run)
 
-    found = _with_runtime(database, work)
+    found = with_runtime(database, work)
     if as_json:
         typer.echo(
             json.dumps(
                 [
-                    {**_question(p.question), "principal": p.principal, "target": p.target, "deadline": p.deadline}
+                    {**question_json(p.question), "principal": p.principal, "target": p.target, "deadline": p.deadline}
                     for p in found
                 ]
             )
@@ -180,20 +91,18 @@ def inbox_list(
         first = pending[0]
         typer.echo(
             f"{call_id}  round {first.question.round}  for {for_terminal(first.principal)}  answer by "
-            f"{_when(first.deadline)}"
+            f"{when(first.deadline)}"
         )
         typer.echo(f"  {_asked_by(first.question, _CALL_LISTED)}")
-        for p in pending[:_QUESTIONS_LISTED]:
+        for p in pending[:QUESTIONS_LISTED]:
             q = p.question
             where = f"  -> {for_terminal(q.host or '?')}" if q.mode == "url" else ""
             if q.problem is not None:
                 where = "  (cannot be shown: decline or cancel it)"
             message = for_terminal(shorten(q.message, _MESSAGE_LISTED))
             typer.echo(f"  {for_terminal(shorten(q.key, 40))} ({q.mode or q.method}): {message}{where}")
-        if len(pending) > _QUESTIONS_LISTED:
-            typer.echo(
-                f"  … and {len(pending) - _QUESTIONS_LISTED} more: `askback inbox show {call_id}` lists them all"
-            )
+        if len(pending) > QUESTIONS_LISTED:
+            typer.echo(f"  … and {len(pending) - QUESTIONS_LISTED} more: `askback inbox show {call_id}` lists them all")
 
 
 def _asked_by(q: Question, limit: int) -> str:
@@ -209,8 +118,8 @@ def _asked_by(q: Question, limit: int) -> str:
 @reports_errors
 def inbox_show(
     call_id: Annotated[str, typer.Argument(help="The call id (from `askback inbox list`).")],
-    database: Annotated[str | None, _DATABASE] = None,
-    as_json: Annotated[bool, _JSON] = False,
+    database: Annotated[str | None, DATABASE] = None,
+    as_json: Annotated[bool, AS_JSON] = False,
 ) -> None:
     """Show one call: what was called, its status, its pending questions and every round so far."""
 
@@ -219,7 +128,7 @@ def inbox_show(
         answers = await runtime.calls.answers(call_id, record.round)
         return record, {k: a.wire() for k, a in answers.items()}, await runtime.calls.rounds(call_id)
 
-    record, answers, rounds = _with_runtime(database, work)
+    record, answers, rounds = with_runtime(database, work)
     if as_json:
         typer.echo(
             json.dumps(
@@ -235,7 +144,7 @@ def inbox_show(
                     "status": record.status,
                     "round": record.round,
                     "deadline": record.deadline,
-                    "questions": [_question(q) for q in record.questions],
+                    "questions": [question_json(q) for q in record.questions],
                     "answers": answers,
                     "result": record.result,
                     "error": record.error,
@@ -248,7 +157,7 @@ def inbox_show(
     name = f' (it calls itself "{for_terminal(origin.server_name)}")' if origin.server_name else ""
     typer.echo(f"{record.id}: the {for_terminal(origin.call(_CALL_SHOWN))}, for {for_terminal(record.principal)}")
     typer.echo(f"  server {for_terminal(record.server)}{name}")
-    typer.echo(f"status {record.status}, round {record.round}; deadline {_when(record.deadline)}")
+    typer.echo(f"status {record.status}, round {record.round}; deadline {when(record.deadline)}")
     for q in record.questions:
         state = answers.get(q.key, {}).get("action", "waiting")
         typer.echo(f"  {for_terminal(q.key)} ({q.mode}): {for_terminal(q.message, lines=True)}  [{state}]")
@@ -262,7 +171,7 @@ def inbox_show(
     if record.error:
         typer.echo(f"error: {for_terminal(record.error, lines=True)}")
     for r in rounds:
-        typer.echo(f"  round {r['round']}: asked {_when(r['asked_at'])}, answered {_when(r['sent_at'])}")
+        typer.echo(f"  round {r['round']}: asked {when(r['asked_at'])}, answered {when(r['sent_at'])}")
 
 
 def _link_line(q: Question) -> str:
@@ -278,15 +187,6 @@ def _link_line(q: Question) -> str:
     return f"link to {for_terminal(link.shown)}: {for_terminal(link.href)}"
 
 
-def _terminal(modes: frozenset[Mode] | None = None) -> TerminalRenderer:
-    from askback.runtime.terminal import TerminalRenderer
-    from askback.settings import load_settings
-
-    if modes is None:
-        return TerminalRenderer(development=load_settings().development)
-    return TerminalRenderer(development=load_settings().development, modes=modes)
-
-
 def _answer(
     call_id: str,
     key: str | None,
@@ -295,7 +195,7 @@ def _answer(
     user: str | None,
     database: str | None,
     resume: bool,
-    timeout: float = _DEFAULT_TIMEOUT,
+    timeout: float = DEFAULT_TIMEOUT,
     accept: bool = False,
 ) -> None:
     from askback.runtime import Answer, WebInbox
@@ -337,9 +237,11 @@ def _answer(
         if not resume:
             typer.echo(f"{call_id}: answered; {waiting} question(s) of round {record.round} still waiting")
             return 0
-        return _outcome(await runtime.resume(call_id), False)
+        return print_outcome(await runtime.resume(call_id), False)
 
-    code = _with_runtime(database, work, renderers=(_terminal(),) if at_terminal else (WebInbox(),), timeout=timeout)
+    code = with_runtime(
+        database, work, renderers=(terminal_renderer(),) if at_terminal else (WebInbox(),), timeout=timeout
+    )
     if code:
         raise typer.Exit(code)
 
@@ -361,8 +263,8 @@ def inbox_answer(
         bool, typer.Option("--accept", help="Accept a URL question (you have finished at its link).")
     ] = False,
     resume: Annotated[bool, _RESUME] = False,
-    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
-    database: Annotated[str | None, _DATABASE] = None,
+    timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
+    database: Annotated[str | None, DATABASE] = None,
 ) -> None:
     """Accept a call's questions: a form with --json, a URL question with --accept, or either at the terminal
     prompt (forms from their schema, a review before sending, :d to decline, :c to cancel; a URL question shows
@@ -377,8 +279,8 @@ def inbox_decline(
     key: Annotated[str | None, _KEY] = None,
     user: Annotated[str | None, _USER] = None,
     resume: Annotated[bool, _RESUME] = False,
-    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
-    database: Annotated[str | None, _DATABASE] = None,
+    timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
+    database: Annotated[str | None, DATABASE] = None,
 ) -> None:
     """Decline a call's question (or every unanswered one of its round)."""
     _answer(call_id, key, "decline", None, user, database, resume, timeout)
@@ -391,8 +293,8 @@ def inbox_cancel(
     key: Annotated[str | None, _KEY] = None,
     user: Annotated[str | None, _USER] = None,
     resume: Annotated[bool, _RESUME] = False,
-    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
-    database: Annotated[str | None, _DATABASE] = None,
+    timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
+    database: Annotated[str | None, DATABASE] = None,
 ) -> None:
     """Cancel (dismiss) a call's question (or every unanswered one of its round)."""
     _answer(call_id, key, "cancel", None, user, database, resume, timeout)
@@ -405,9 +307,9 @@ def inbox_resume(
     due: Annotated[
         bool, typer.Option("--due", help="Resume every call of the store that can go now, everyone's.")
     ] = False,
-    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
-    database: Annotated[str | None, _DATABASE] = None,
-    as_json: Annotated[bool, _JSON] = False,
+    timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
+    database: Annotated[str | None, DATABASE] = None,
+    as_json: Annotated[bool, AS_JSON] = False,
 ) -> None:
     """Send a parked round back to its server once its questions are answered (or its deadline has passed:
     unanswered questions go as cancel). Exit status 0 completed, 3 still parked or resumed elsewhere, 1 tool error.
@@ -425,11 +327,11 @@ def inbox_resume(
             return [await runtime.resume(call_id)]
         return await runtime.resume_due()
 
-    outcomes = _with_runtime(database, work, timeout=timeout)
+    outcomes = with_runtime(database, work, timeout=timeout)
     if call_id is None and not outcomes:
         typer.echo("no call can be resumed now")
         return
-    codes = [_outcome(o, as_json) for o in outcomes]
+    codes = [print_outcome(o, as_json) for o in outcomes]
     if call_id is not None and codes[0]:
         raise typer.Exit(codes[0])
 
@@ -437,7 +339,7 @@ def inbox_resume(
 @inbox_app.command("serve")
 @reports_errors
 def inbox_serve(
-    database: Annotated[str | None, _DATABASE] = None,
+    database: Annotated[str | None, DATABASE] = None,
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
     user: Annotated[
@@ -476,114 +378,7 @@ def inbox_serve(
         typer.echo(f"askback inbox: http://{host}:{port}/", err=True)
         await uvicorn.Server(config).serve()
 
-    _with_runtime(database, work)
-
-
-_MODES = ("form", "url")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _modes(text: str) -> frozenset[Mode]:
-    """`--modes form,url`: the modes the call declares (none: an empty value)."""
-    words = [w.strip() for w in text.split(",") if w.strip()]
-    unknown = [w for w in words if w not in _MODES]
-    if unknown:
-        raise UsageError(f"--modes takes form, url or both (form,url), not {', '.join(unknown)}")
-    return frozenset(w for w in _MODES if w in words)  # type: ignore[misc]
-
-
-def _duration(text: str) -> float:
-    """`--deadline 90`, `90s`, `15m`, `2h` or `1d`: seconds."""
-    found = _DURATION.fullmatch(text.strip())
-    if found is None or float(found.group(1)) <= 0:
-        raise UsageError(f"--deadline takes a duration such as 90s, 15m, 2h or 1d, not {text!r}")
-    return float(found.group(1)) * _SECONDS[found.group(2)]
-
-
-def call(
-    server: Annotated[str, typer.Argument(help="The MCP server's URL.")],
-    tool: Annotated[str, typer.Argument(help="The tool to call.")],
-    arguments: Annotated[str, typer.Option("--args", help="The tool's arguments, a JSON object.")] = "{}",
-    user: Annotated[str, typer.Option("--user", help="Who answers (recorded with each answer).")] = "me",
-    token: Annotated[
-        str | None,
-        typer.Option("--token", envvar="ASKBACK_CALL_TOKEN", help="A bearer token for the server (never stored)."),
-    ] = None,
-    park: Annotated[
-        bool,
-        typer.Option("--park", help="Send the first round and leave the call parked: print its id and exit."),
-    ] = False,
-    modes: Annotated[
-        str,
-        typer.Option("--modes", help="The question modes to declare: form, url or form,url (empty: none)."),
-    ] = "form,url",
-    deadline: Annotated[
-        str | None,
-        typer.Option(
-            "--deadline", help="How long each round waits for answers (90s, 15m, 2h, 1d; ASKBACK_ANSWER_WAIT)."
-        ),
-    ] = None,
-    timeout: Annotated[float, _TIMEOUT] = _DEFAULT_TIMEOUT,
-    database: Annotated[str | None, _DATABASE] = None,
-    as_json: Annotated[bool, _JSON] = False,
-) -> None:
-    """Call a tool and answer its questions at the terminal, round after round, until it completes. The call is
-    kept in the runtime's store meanwhile: at the end of input, or at a Ctrl-C, it stays parked (never cancelled)
-    and `askback inbox` has it. With --park, the first round is sent and the call left parked at once: its id is
-    printed (exit status 0). Exit status 0 completed, 1 the tool reported an error, 3 parked, 130 interrupted."""
-    from askback.runtime import Parked, WebInbox
-
-    try:
-        args = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--args is not JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(args, dict):
-        raise UsageError('--args must be a JSON object, e.g. {"service": "web"}')
-    declared = _modes(modes)
-    given = {} if deadline is None else {"answer_wait": _duration(deadline)}
-    terminal = None if park else _terminal(declared)
-
-    async def work(runtime: Runtime) -> int:
-        if token is not None:
-            runtime.headers = lambda _server: {"Authorization": f"Bearer {token}"}
-        outcome = await runtime.call_tool(server, tool, args, principal=user)
-        if park and isinstance(outcome, Parked):
-            if as_json:
-                _outcome(outcome, True)
-            else:
-                typer.echo(outcome.call_id)
-                typer.echo(
-                    f"parked on round {outcome.round}: answer with `askback inbox answer {outcome.call_id}` or in "
-                    f"the web inbox, by {_when(outcome.deadline)}",
-                    err=True,
-                )
-            return ExitStatus.OK
-        if isinstance(outcome, Parked) and not as_json:
-            typer.echo(
-                f"{outcome.call_id}: left parked, not cancelled (nothing more to read at the terminal)", err=True
-            )
-        return _outcome(outcome, as_json)
-
-    renderers: tuple[Renderer, ...] = (WebInbox(modes=declared),) if terminal is None else (terminal,)
-    try:
-        code = _with_runtime(database, work, renderers=renderers, timeout=timeout, settings_given=given)
-    except KeyboardInterrupt:
-        asking = None if terminal is None else terminal.asking
-        if asking is None:
-            print_error(
-                f"interrupted: a call that asked waits in the store; `askback inbox list --user {user}` shows it"
-            )
-        elif asking.call_id.startswith("mem_"):
-            print_error("interrupted: the question a 2025-11-25 server pushed ends with its connection")
-        else:
-            print_error(
-                f"interrupted: call {asking.call_id} is left parked on round {asking.round}, not cancelled; answer "
-                f"it with `askback inbox answer {asking.call_id}` (`askback inbox list --user {user}` lists it)"
-            )
-        raise typer.Exit(ExitStatus.INTERRUPTED) from None
-    if code:
-        raise typer.Exit(code)
+    with_runtime(database, work)
 
 
 def register(app: typer.Typer) -> None:

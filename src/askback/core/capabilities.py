@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from mcp_types import ClientCapabilities
 
-__all__ = ["declares"]
+__all__ = ["MRTR_REVISION", "declares"]
+
+# The MCP revision askback is built for: the first with multi round-trip requests (questions in `input_required`
+# results). Older sessions are the legacy era (questions pushed as requests).
+MRTR_REVISION = "2026-07-28"
 
 
 def declares(capabilities: ClientCapabilities | None, mode: str) -> bool:

@@ -12,23 +12,28 @@ instance every round. An answer is taken only for the exact question the user wa
 question is kept beside it), only for keys asked in the previous round, and only after validation; anything else
 is ignored or asked again with a note saying what was wrong.
 
-`NeedInput` and `FlowEnded` derive from `BaseException` so that a handler's own `except Exception` cannot swallow
-them by accident.
+A `Flow`'s public names are what a handler uses; the run's bookkeeping (answers recorded, questions scheduled,
+audit events) is a private `RunRecord` (`askback.core._flow_record`), read by `run` and `run_events`. `connect` lives
+in `askback.core._connect`. `NeedInput` and `FlowEnded` derive from `BaseException` so that a handler's own
+`except Exception` cannot swallow them by accident.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
 from mcp_types import ClientCapabilities, ElicitResult
 
+from askback.core import _connect
+from askback.core._connect import AccountLike, AccountsPort
+from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.answers import Accepted, Cancelled, Declined, Outcome
 from askback.core.capabilities import declares
-from askback.core.questions import Argument, Choice, Confirm, Default, InvalidAnswer, Link, Question, digest
-from askback.core.state import FlowState, Recorded
+from askback.core.questions import AnswerRejected, Argument, Confirm, Default, Link, Question, digest
+from askback.core.state import FlowState, RecordedAnswer
 from askback.core.text import unstorable_text
 from askback.errors import ArgumentRequiredError, DefinitionError, MissingCapabilityError
 
@@ -46,26 +51,11 @@ __all__ = [
     "RunOutcome",
     "as_json",
     "run",
+    "run_events",
 ]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-# --- control flow out of the handler ---------------------------------------------------------------------------
-
-
-class NeedInput(BaseException):
-    """The run stops here: these questions go to the user."""
-
-
-class FlowEnded(BaseException):
-    """The user declined or cancelled (or the flow ran out of time or rounds): complete with this text."""
-
-    def __init__(self, text: str, reason: str) -> None:
-        super().__init__(text)
-        self.text = text
-        self.reason = reason
 
 
 def as_json(value: Any) -> Any:
@@ -79,61 +69,10 @@ def as_json(value: Any) -> Any:
         ) from exc
 
 
-@dataclass(frozen=True)
-class FlowEvent:
-    """Something the audit trail should know about this run."""
-
-    kind: Literal["answered", "invalid", "fallback", "ignored"]
-    key: str
-    mode: str
-    action: str | None = None
-    content: Mapping[str, Any] | None = None
-    detail: str | None = None
-
-
 # --- the handler's view --------------------------------------------------------------------------------------
 
 
 EffectRunner = Callable[[str, str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
-
-
-class AccountLike(Protocol):
-    """What the flow needs to know of a connected account: which one it is and its real status."""
-
-    @property
-    def label(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-
-
-class AccountsPort(Protocol):
-    """Connected accounts, as seen by one caller (the principal is the port's): provided by the accounts product."""
-
-    async def accounts(self, connection: str) -> Sequence[AccountLike]:
-        """The caller's accounts on `connection`, with their real status."""
-        ...
-
-    async def link(self, connection: str, label: str, flow_id: str) -> str:
-        """A fresh single-use authorization link for the caller's account `label` on `connection`."""
-        ...
-
-    async def recover(self, account: AccountLike) -> AccountLike:
-        """An account in ERROR tried again (its credential refreshed): the account as it then is (ACTIVE when that
-        worked, EXPIRED when the provider refused the grant, unchanged when there is nothing to try with). Raises
-        the provider's error while it cannot be reached: an outage is not a reason to ask the person again."""
-        ...
-
-    def handle(self, account: AccountLike) -> Any:
-        """What the handler receives for an ACTIVE account (it uses the account without seeing its credential)."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release what the handles of this round hold (their HTTP clients); called when the round ends."""
-        ...
-
-
-_ACTIVE = "ACTIVE"
-_ERROR = "ERROR"
 
 
 class Flow:
@@ -155,31 +94,22 @@ class Flow:
         self.tool = tool
         self.arguments = dict(arguments)
         self.capabilities = capabilities
-        self.state = state
-        self.now = now
-        self._responses: Mapping[str, Any] = responses or {}
         self._run_effect = run_effect
         self._accounts = accounts
-        self._new_id = new_id
-        self._minted: str | None = None
-        self.recorded: dict[str, Recorded] = dict(state.answers) if state else {}
-        self.pending: dict[str, dict[str, Any]] = {}
-        self.pending_modes: dict[str, str] = {}
-        self.events: list[FlowEvent] = []
-        self._seen: dict[str, tuple[dict[str, Any], str]] = {}
-        self._pending_digest: dict[str, str] = {}
-        self._unsealed_answers = False
+        self._round = RunRecord(state, responses or {}, now, new_id, recorded=dict(state.answers) if state else {})
 
     # -- properties --
 
     @property
     def flow_id(self) -> str | None:
-        return self.state.flow_id if self.state else None
+        state = self._round.state
+        return state.flow_id if state else None
 
     @property
     def round(self) -> int:
         """How many rounds of questions this flow has already asked (0 on the first call)."""
-        return self.state.round if self.state else 0
+        state = self._round.state
+        return state.round if state else 0
 
     # -- asking --
 
@@ -206,7 +136,7 @@ class Flow:
                     "and a link with flow.link(q, url=..., done=...)"
                 )
         outcomes = [self._outcome(q, message=None, url=None, expect=None, batch=True) for q in questions]
-        if self.pending:
+        if self._round.pending:
             raise NeedInput
         return tuple(self._value(q, o) for q, o in zip(questions, outcomes, strict=True))
 
@@ -219,18 +149,19 @@ class Flow:
     def link(self, question: Link, *, url: str | None = None, done: bool, message: str | None = None) -> None:
         """Send the user to `url` until `done` is true. `done` must come from real state (an account's status, a
         payment's record), because an accepted link only says the user agreed to open it."""
+        record = self._round
         if done:
-            response = self._responses.get(question.key)
-            if isinstance(response, ElicitResult) and (self.state is None or question.key in self.state.asked):
+            response = record.responses.get(question.key)
+            if isinstance(response, ElicitResult) and (record.state is None or question.key in record.state.asked):
                 # The work is done; still record that the user answered the link, for the audit trail.
-                self.events.append(FlowEvent("answered", question.key, "url", action=response.action))
+                record.events.append(FlowEvent("answered", question.key, "url", action=response.action))
             return
         result = self._outcome(question, message=message, url=url, expect=None, batch=False, fresh_only=True)
         if isinstance(result, Accepted):
             # Accepted but the real state says it is not done yet: ask again, saying so.
             params = question.render(message=message, url=url)
             note = "That does not seem to be finished yet. " + params["message"]
-            self._schedule(question, {**params, "message": note}, base=digest(params))
+            record.schedule(question, {**params, "message": note}, base=digest(params))
             raise NeedInput
         self._value(question, result)
 
@@ -243,80 +174,9 @@ class Flow:
         `not_connected` message (never another link); decline and cancel complete. With several ACTIVE accounts
         and no `label`, the person is asked which one (a choice). A client that cannot show a link gets -32021
         naming `elicitation.url`: a credential is never asked for in a form."""
-        if self._accounts is None:
-            raise DefinitionError(
-                "flow.connect needs connected accounts on this server: enable them with "
-                "askback.accounts.enable_accounts(app, ...)"
-            )
-        key = _connect_key(connection)
-        found = list(await self._accounts.accounts(connection))
-        active = [a for a in found if a.status == _ACTIVE]
-        if label is None and len(active) > 1:
-            labels = sorted(a.label or "default" for a in active)
-            chosen = self.ask(
-                Choice(
-                    key=f"{key}.which",
-                    message=message or f"Which {connection} account should be used?",
-                    options=labels,
-                    field="account",
-                    title="Account",
-                )
-            )
-            label = "" if chosen == "default" and "default" not in {a.label for a in active} else chosen
-        wanted = next(
-            (a for a in found if a.label == (label or "")),
-            active[0] if label is None and active else None,
+        return await _connect.connect(
+            self._round, self._accounts, self.capabilities, self.ask, connection, label=label, message=message
         )
-        if wanted is not None and wanted.status == _ERROR:
-            # A provider that could not be reached is tried again, not the person: only the provider's refusal of
-            # the grant (the account then EXPIRED) or nothing to refresh with leads to a new link.
-            wanted = await self._accounts.recover(wanted)
-        response = self._responses.get(key)
-        answered_here = response is not None and (self.state is None or key in self.state.asked)
-        if wanted is not None and wanted.status == _ACTIVE:
-            if answered_here and isinstance(response, ElicitResult):
-                self.events.append(FlowEvent("answered", key, "url", action=response.action))
-            return self._accounts.handle(wanted)
-        status = wanted.status if wanted is not None else None
-        if answered_here and isinstance(response, ElicitResult):
-            self.events.append(FlowEvent("answered", key, "url", action=response.action))
-            if response.action == "decline":
-                raise FlowEnded(f"Cancelled: you did not connect your {connection} account.", "declined")
-            if response.action == "cancel":
-                raise FlowEnded(f"Cancelled: connecting your {connection} account was dismissed.", "cancelled")
-            raise FlowEnded(
-                f"Not connected: your {connection} account is still not connected"
-                + (f" (it is {status})" if status else "")
-                + ", so nothing was done. Call the tool again for a new link.",
-                "not_connected",
-            )
-        if not declares(self.capabilities, "url"):
-            raise MissingCapabilityError(
-                {"elicitation": {"url": {}}},
-                f"This tool needs your {connection} account, which is connected through a link: declare the "
-                "elicitation.url capability (2026-07-28: in the request's _meta "
-                "io.modelcontextprotocol/clientCapabilities), or connect the account elsewhere first.",
-            )
-        url = await self._accounts.link(connection, label or "", self._link_flow_id())
-        again = status in ("EXPIRED", "REVOKED", "ERROR")
-        text = message or (
-            f"Your {connection} account needs to be connected again: open the link, sign in, then come back."
-            if again
-            else f"Connect your {connection} account to continue: open the link, sign in, then come back."
-        )
-        question = Link(key=key, message=text)
-        self._schedule(question, question.render(message=text, url=url))
-        raise NeedInput
-
-    def _link_flow_id(self) -> str:
-        """The id of this flow, minted now when the flow has not asked before (the next state carries it)."""
-        if self.state is not None:
-            return self.state.flow_id
-        if self._minted is None:
-            if self._new_id is None:
-                raise DefinitionError("flow.connect outside a server round: the flow has no id to bind a link to")
-            self._minted = self._new_id()
-        return self._minted
 
     # -- effects --
 
@@ -324,20 +184,21 @@ class Flow:
         """Run `fn` at most once for this flow, however often the final round is replayed or retried, and on
         whichever instance. A replay gets the outcome recorded by the first run. Call it after the last question:
         everything before the input point reruns every round."""
-        if self.state is None:
-            if self._unsealed_answers:
+        record = self._round
+        if record.state is None:
+            if record.unsealed_answers:
                 # Answers that came without askback's sealed state have no flow to deduplicate on: ask again.
-                for key, (params, mode) in self._seen.items():
-                    self.pending[key] = params
-                    self.pending_modes[key] = mode
-                    self._pending_digest[key] = digest(params)
-                    self.events.append(FlowEvent("ignored", key, mode, detail="answer without askback state"))
-                self.recorded = {}
+                for key, (params, mode) in record.seen.items():
+                    record.pending[key] = params
+                    record.pending_modes[key] = mode
+                    record.pending_digest[key] = digest(params)
+                    record.events.append(FlowEvent("ignored", key, mode, detail="answer without askback state"))
+                record.recorded = {}
                 raise NeedInput
             return cast(R, as_json(await fn()))
         if self._run_effect is None:
             return cast(R, as_json(await fn()))
-        result: R = await self._run_effect(self.state.flow_id, name, fn)
+        result: R = await self._run_effect(record.state.flow_id, name, fn)
         return result
 
     # -- internals --
@@ -351,15 +212,6 @@ class Flow:
             raise FlowEnded(question.on_decline or f"Cancelled: you declined ({question.label}).", "declined")
         raise FlowEnded(question.on_cancel or f"Cancelled: the question was dismissed ({question.label}).", "cancelled")
 
-    def _schedule(self, question: Question[Any], params: dict[str, Any], *, base: str | None = None) -> None:
-        """Ask `params` this round. `base` is the digest of the question without any note added to its message
-        (a re-ask says what was wrong), which is what the answer is matched against next round."""
-        if question.key in self.pending and self.pending[question.key] != params:
-            raise DefinitionError(f"two different questions use the key {question.key!r} in one round")
-        self.pending[question.key] = params
-        self.pending_modes[question.key] = question.mode
-        self._pending_digest[question.key] = base or digest(params)
-
     def _outcome(
         self,
         question: Question[Any],
@@ -371,26 +223,27 @@ class Flow:
         fresh_only: bool = False,
     ) -> Outcome[Any] | None:
         key = question.key
+        record = self._round
         params, q = question.shown(message=message, url=url)
-        self._seen[key] = (params, question.mode)
+        record.seen[key] = (params, question.mode)
 
-        recorded = self.recorded.get(key)
+        recorded = record.recorded.get(key)
         if recorded is not None and recorded.q == q and not fresh_only:
             return self._read(question, recorded.action, recorded.content, expect)
 
-        response = self._responses.get(key)
-        asked_here = self.state is None or self.state.asked.get(key) == q
+        response = record.responses.get(key)
+        asked_here = record.state is None or record.state.asked.get(key) == q
         if response is not None and asked_here:
             outcome = self._take(question, response, params, q, expect)
             if outcome is not None:
                 return outcome
         elif response is not None:
-            self.events.append(FlowEvent("ignored", key, question.mode, detail="not the question asked last round"))
+            record.events.append(FlowEvent("ignored", key, question.mode, detail="not the question asked last round"))
 
         if not declares(self.capabilities, question.mode):
             return self._fallback(question)
-        if key not in self.pending:
-            self._schedule(question, params)
+        if key not in record.pending:
+            record.schedule(question, params)
         if not batch:
             raise NeedInput
         return None
@@ -399,8 +252,9 @@ class Flow:
         self, question: Question[Any], response: Any, params: dict[str, Any], q: str, expect: str | None
     ) -> Outcome[Any] | None:
         key = question.key
+        record = self._round
         if not isinstance(response, ElicitResult):
-            self.events.append(FlowEvent("invalid", key, question.mode, detail="not an elicitation result"))
+            record.events.append(FlowEvent("invalid", key, question.mode, detail="not an elicitation result"))
             return None
         content = response.content if response.action == "accept" and question.mode == "form" else None
         try:
@@ -408,23 +262,23 @@ class Flow:
             props = params.get("requestedSchema", {}).get("properties", {})
             problem = unstorable_text({k: v for k, v in content.items() if k in props} if content else None)
             if problem is not None:
-                raise InvalidAnswer(problem)
+                raise AnswerRejected(problem)
             outcome = self._read(question, response.action, content, expect)
-        except InvalidAnswer as exc:
-            self.events.append(FlowEvent("invalid", key, question.mode, action="accept", detail=str(exc)))
+        except AnswerRejected as exc:
+            record.events.append(FlowEvent("invalid", key, question.mode, action="accept", detail=str(exc)))
             note = f"That answer was not accepted ({exc}). Please answer again. {params['message']}"
             reasked = {**params, "message": note}
             if declares(self.capabilities, question.mode):
-                self._schedule(question, reasked, base=q)
+                record.schedule(question, reasked, base=q)
             return None
         if question.mode == "form" and content is not None:
             # Keep only the fields the form asked for: nothing else rides the state or the audit trail.
             props = params.get("requestedSchema", {}).get("properties", {})
             content = {k: v for k, v in content.items() if k in props}
-        self.recorded[key] = Recorded(response.action, content, q)
-        if self.state is None:
-            self._unsealed_answers = True
-        self.events.append(FlowEvent("answered", key, question.mode, action=response.action, content=content))
+        record.recorded[key] = RecordedAnswer(response.action, content, q)
+        if record.state is None:
+            record.unsealed_answers = True
+        record.events.append(FlowEvent("answered", key, question.mode, action=response.action, content=content))
         return outcome
 
     def _read(
@@ -439,29 +293,12 @@ class Flow:
     def _fallback(self, question: Question[Any]) -> Outcome[Any]:
         fb = question.fallback
         if isinstance(fb, Default):
-            self.events.append(FlowEvent("fallback", question.key, question.mode, detail="default used"))
+            self._round.events.append(FlowEvent("fallback", question.key, question.mode, detail="default used"))
             return Accepted(fb.value)
         if isinstance(fb, Argument):
             raise ArgumentRequiredError(question.fallback_error())
         mode = question.mode
         raise MissingCapabilityError({"elicitation": {mode: {}}})
-
-    # -- after the run --
-
-    def next_state(self, *, new_id: Callable[[], str]) -> FlowState:
-        """The state to seal into the `input_required` result that carries `self.pending` (a new flow's id comes
-        from `new_id`)."""
-        base = self.state
-        return FlowState(
-            flow_id=base.flow_id if base else (self._minted or new_id()),
-            started=base.started if base else self.now,
-            round=(base.round if base else 0) + 1,
-            answers=dict(self.recorded),
-            asked=dict(self._pending_digest),
-        )
-
-    def input_requests(self) -> dict[str, dict[str, Any]]:
-        return {key: {"method": "elicitation/create", "params": params} for key, params in self.pending.items()}
 
 
 # --- the outcome of one run ------------------------------------------------------------------------------------
@@ -519,20 +356,22 @@ RunOutcome = Returned | Asked | Ended | Refused
 
 async def run(flow: Flow, handler: Callable[[], Awaitable[Any]], *, new_id: Callable[[], str]) -> RunOutcome:
     """Run the handler once through `flow` and say how the run ended. Any other exception the handler raises goes
-    through (its events stay on `flow.events`)."""
+    through (its events stay readable with `run_events(flow)`)."""
     flow_id, round_ = flow.flow_id, flow.round
+    record = flow._round
     try:
         value = await handler()
     except NeedInput:
-        modes = tuple(sorted(set(flow.pending_modes.values())))
-        nxt = flow.next_state(new_id=new_id)
-        return Asked(flow.input_requests(), modes, nxt, flow_id, round_, tuple(flow.events))
+        modes = tuple(sorted(set(record.pending_modes.values())))
+        nxt = record.next_state(new_id=new_id)
+        return Asked(record.input_requests(), modes, nxt, flow_id, round_, tuple(record.events))
     except FlowEnded as ended:
-        return Ended(ended.text, ended.reason, flow_id, round_, tuple(flow.events))
+        return Ended(ended.text, ended.reason, flow_id, round_, tuple(record.events))
     except (ArgumentRequiredError, MissingCapabilityError) as exc:
-        return Refused(exc, flow_id, round_, tuple(flow.events))
-    return Returned(value, flow_id, round_, tuple(flow.events))
+        return Refused(exc, flow_id, round_, tuple(record.events))
+    return Returned(value, flow_id, round_, tuple(record.events))
 
 
-def _connect_key(connection: str) -> str:
-    return "connect." + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)[:50]
+def run_events(flow: Flow) -> tuple[FlowEvent, ...]:
+    """What the audit trail should know of a run the handler ended with its own exception."""
+    return tuple(flow._round.events)

@@ -29,7 +29,18 @@ from pydantic_core import core_schema
 from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
-__all__ = ["Argument", "Choice", "Confirm", "Default", "Fallback", "Form", "Link", "Question", "is_loopback"]
+__all__ = [
+    "Argument",
+    "Choice",
+    "Confirm",
+    "Default",
+    "Fallback",
+    "Form",
+    "Link",
+    "Question",
+    "connect_key",
+    "is_loopback",
+]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -120,7 +131,7 @@ class Question(Generic[T]):
         return found
 
     def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> T:
-        """Validate accepted content; raises `InvalidAnswer` with a message for the user. `expect` is the value a
+        """Validate accepted content; raises `AnswerRejected` with a message for the user. `expect` is the value a
         typed confirmation must match; other questions ignore it."""
         raise NotImplementedError
 
@@ -133,7 +144,7 @@ class Question(Generic[T]):
         return None
 
 
-class InvalidAnswer(Exception):
+class AnswerRejected(Exception):
     """Accepted content that does not satisfy the question; the text is shown to the user when asking again."""
 
 
@@ -261,12 +272,12 @@ class _FormBase(Question[T]):
 
     def _validate(self, content: Mapping[str, Any] | None) -> BaseModel:
         if content is None:
-            raise InvalidAnswer("the answer was accepted but carried no values")
+            raise AnswerRejected("the answer was accepted but carried no values")
         known = {k: v for k, v in content.items() if k in self._schema.get("properties", {})}
         try:
             return self._model.model_validate(known, strict=False)
         except ValidationError as exc:
-            raise InvalidAnswer(_describe_errors(exc, self._schema)) from None
+            raise AnswerRejected(_describe_errors(exc, self._schema)) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -367,6 +378,12 @@ class Choice(_FormBase[Any]):
 
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+
+def connect_key(connection: str) -> str:
+    """The key of the link `flow.connect` asks to connect `connection`. The agent runtime resumes a call parked on
+    this key when the account becomes ACTIVE, so both build it here."""
+    return "connect." + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)[:50]
 
 
 def is_loopback(host: str) -> bool:

@@ -60,7 +60,7 @@ from askback.core.round_steps import (
     Won,
 )
 from askback.core.state import FlowState
-from askback.errors import AskbackError, RoundInProgressError
+from askback.errors import AskbackError, RoundInProgressError, ToolError
 
 __all__ = [
     "Claim",
@@ -174,7 +174,11 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
 
     def fail(failed: Failed) -> Generator[Step, Any, Outcome]:
         error = failed.error
-        if not notes and isinstance(error, Exception) and not isinstance(error, AskbackError):
+        if (
+            not notes
+            and isinstance(error, Exception)
+            and (isinstance(error, ToolError) or not isinstance(error, AskbackError))
+        ):
             # The call failed before it asked or answered anything: the trail still says it happened.
             note("rejected", outcome="tool_error", detail=failed.detail)
         yield from record(strict=False)

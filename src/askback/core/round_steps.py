@@ -11,7 +11,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 
 from askback.core import round as decision
 from askback.core.flow import FlowEvent, RunOutcome
-from askback.core.state import FlowState, Recorded
+from askback.core.state import FlowState, RecordedAnswer
 
 __all__ = [
     "Claim",
@@ -213,7 +213,7 @@ class Hold:
 
     flow_id: str
     round: int
-    answers: Mapping[str, Recorded]
+    answers: Mapping[str, RecordedAnswer]
     until: float
 
 

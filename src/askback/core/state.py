@@ -13,16 +13,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["FlowState", "Recorded"]
+__all__ = ["FlowState", "RecordedAnswer", "answers_from_json", "answers_to_json"]
 
 _STATE_PREFIX = "askback/1:"
 
 
 @dataclass(frozen=True)
-class Recorded:
+class RecordedAnswer:
     action: Literal["accept", "decline", "cancel"]
     content: Mapping[str, Any] | None
     q: str
+
+
+def answers_to_json(answers: Mapping[str, RecordedAnswer]) -> dict[str, dict[str, Any]]:
+    """Recorded answers as plain JSON values: the one encoding of the sealed state and of answers held on the
+    server (`askback.server.held`)."""
+    return {k: {"a": v.action, "c": v.content, "q": v.q} for k, v in answers.items()}
+
+
+def answers_from_json(body: Mapping[str, Any]) -> dict[str, RecordedAnswer]:
+    """The answers `answers_to_json` wrote (a malformed body raises KeyError, TypeError or AttributeError)."""
+    return {k: RecordedAnswer(v["a"], v["c"], v["q"]) for k, v in body.items()}
 
 
 @dataclass(frozen=True)
@@ -32,7 +43,7 @@ class FlowState:
     flow_id: str
     started: float
     round: int = 0
-    answers: Mapping[str, Recorded] = field(default_factory=dict)
+    answers: Mapping[str, RecordedAnswer] = field(default_factory=dict)
     asked: Mapping[str, str] = field(default_factory=dict)
     held: bool = False
 
@@ -41,7 +52,7 @@ class FlowState:
             "f": self.flow_id,
             "t": self.started,
             "r": self.round,
-            "a": {k: {"a": v.action, "c": v.content, "q": v.q} for k, v in self.answers.items()},
+            "a": answers_to_json(self.answers),
             "q": dict(self.asked),
         }
         if self.held:
@@ -59,7 +70,7 @@ class FlowState:
                 flow_id=str(body["f"]),
                 started=float(body["t"]),
                 round=int(body["r"]),
-                answers={k: Recorded(v["a"], v["c"], v["q"]) for k, v in body["a"].items()},
+                answers=answers_from_json(body["a"]),
                 asked={str(k): str(v) for k, v in body["q"].items()},
                 held=bool(body.get("h", 0)),
             )

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from askback import Argument, Askback, Choice, Confirm, Flow, Settings, current_principal, load_settings
 from askback.clock import Clock
-from askback.demo.mail import DemoMail, add_mail, mail_from_env
+from askback.demo.mail import DemoMail, add_mail, mail_accounts, mail_from_env
 from askback.store import Store
 
 __all__ = ["build", "confirm_prod", "confirm_project", "pick_env", "server"]
@@ -93,7 +93,9 @@ confirm_prod = Confirm(
 def build(settings: Settings | None = None, clock: Clock | None = None, *, mail: DemoMail | None = None) -> Askback:
     """A demo server; `settings` default to the environment's with demo authentication on. With `mail`, it also has
     `summarize_inbox` and the hosted pages of connected accounts."""
-    app = Askback("askback-demo", settings=settings or load_settings(demo_auth=True), clock=clock)
+    settings = settings or load_settings(demo_auth=True)
+    extensions = [mail_accounts(mail, settings)] if mail is not None else []
+    app = Askback("askback-demo", settings=settings, clock=clock, extensions=extensions)
 
     @app.on_start
     async def create_and_seed(store: Store) -> None:

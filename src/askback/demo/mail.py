@@ -3,8 +3,8 @@ provider that `askback demo` starts on loopback (`askback.demo.provider`).
 
 The demo server has it only when `ASKBACK_DEMO_MAIL_ISSUER` is set: `mail_from_env` reads that and the rest of what
 the demo passes to its server (the client secret, where people reach the server, the development sign-in's secret),
-and `add_mail` turns connected accounts on (the hosted pages mounted beside `/mcp`, with the development sign-in)
-and adds the tool. The vault's key ring is askback's own setting, `ASKBACK_VAULT_KEYS`.
+`mail_accounts` is the connected accounts extension the demo server is made with (the hosted pages served beside
+`/mcp`, with the development sign-in), and `add_mail` adds the tool. The vault's key ring is askback's own setting, `ASKBACK_VAULT_KEYS`.
 """
 
 from __future__ import annotations
@@ -17,16 +17,15 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import SecretStr
 
-from askback import Askback, Flow
+from askback import Askback, Flow, Settings
 from askback.accounts.connections import Connections, OAuthConnection, origin
 from askback.accounts.pages import DevelopmentSignIn
-from askback.accounts.setup import enable_accounts
+from askback.accounts.setup import AccountsSetup
 from askback.accounts.vault import Vault
 from askback.demo.provider import AUTHORIZE_PATH, CLIENT_ID, MESSAGES_PATH, NAME, SCOPE, TOKEN_PATH
 from askback.errors import ConfigurationError
-from askback.server import Mounted, Open
 
-__all__ = ["CONNECTION", "DemoMail", "add_mail", "callback_url", "mail_from_env", "summarize"]
+__all__ = ["CONNECTION", "DemoMail", "add_mail", "callback_url", "mail_accounts", "mail_from_env", "summarize"]
 
 CONNECTION = "demo-mail"
 PAGES_PREFIX = "/accounts"
@@ -92,9 +91,9 @@ def summarize(mailbox: Mapping[str, Any]) -> str:
     )
 
 
-def add_mail(app: Askback, mail: DemoMail) -> None:
-    """Connected accounts on `app` with the one connection `demo-mail`, the hosted pages at `/accounts` (with the
-    development sign-in), and the tool `summarize_inbox`."""
+def mail_accounts(mail: DemoMail, settings: Settings) -> AccountsSetup:
+    """Connected accounts with the one connection `demo-mail`, the hosted pages at `/accounts` (with the development
+    sign-in, and so served open: the pages check who opens them themselves), the vault's key ring from `settings`."""
     connection = OAuthConnection(
         name=CONNECTION,
         client_id=CLIENT_ID,
@@ -106,16 +105,17 @@ def add_mail(app: Askback, mail: DemoMail) -> None:
         # Demo Mail serves its mailbox API itself: the one origin the token may go to.
         origins=(origin(mail.issuer),),
     )
-    accounts = enable_accounts(
-        app,
+    return AccountsSetup(
         connections=Connections([connection]),
-        vault=Vault.from_settings(app.settings),
+        vault=Vault.from_settings(settings),
         verifier=DevelopmentSignIn(mail.sign_in_secret.get_secret_value()),
         base_url=mail.public_url,
         prefix=PAGES_PREFIX,
     )
-    # The pages check who opens them themselves (the development sign-in), so they are mounted open.
-    app.mounts.append(Mounted(accounts.prefix, accounts.pages, auth=Open()))
+
+
+def add_mail(app: Askback, mail: DemoMail) -> None:
+    """The tool `summarize_inbox` on `app`, made with `mail_accounts(mail, ...)` among its extensions."""
     messages_url = f"{mail.issuer}{MESSAGES_PATH}"
 
     @app.tool()

@@ -9,22 +9,18 @@ call went through is kept in `askback_runtime_rounds`. A change here needs a new
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Index, Integer, MetaData, String, Text
+from sqlalchemy import Float, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from askback.db.orm import product_metadata
 
 __all__ = ["VERSION_TABLE", "AnswerRow", "Base", "CallRow", "RoundRow"]
 
 VERSION_TABLE = "askback_runtime_alembic_version"
 
-_NAMING = {
-    "ix": "ix_%(table_name)s_%(column_0_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
 
 class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=_NAMING)
+    metadata = product_metadata()
 
 
 class CallRow(Base):

@@ -17,36 +17,33 @@ one round send it once.
 Against a 2025-11-25 server, questions are pushed on an open connection and cannot outlive it: they go to the
 interactive renderers, or wait in this process's memory only (`held`) until answered here or cancelled at their
 deadline. That is logged, once per question.
+
+Its parts: what a call comes back as (`_outcomes`), the connection and the round on the wire with the mapping of
+the SDK's failures to askback's errors (`_wire`), and how answers meet their questions (`_answering`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import anyio
-import httpx2
-from mcp.shared.exceptions import MCPError
-from mcp_types import REQUEST_TIMEOUT
-from pydantic import ValidationError
 
 from askback.clock import Clock, SystemClock
+from askback.core.capabilities import MRTR_REVISION
+from askback.core.questions import connect_key
 from askback.errors import (
-    CallError,
     CallStateError,
     InvalidAnswerError,
     ServerProtocolError,
     ServerRefusedError,
-    ServerTimeoutError,
     UnansweredError,
 )
-from askback.runtime import _sdk
-from askback.runtime.forms import validate
+from askback.runtime import _answering, _sdk, _wire
+from askback.runtime._outcomes import AccountActive, Claimed, Completed, Held, Outcome, Parked, Pending
 from askback.runtime.questions import (
     Answer,
     Link,
@@ -63,99 +60,11 @@ from askback.runtime.store import MIGRATIONS, CallRecord, ParkedCalls, new_call_
 from askback.settings import Settings, load_settings
 from askback.store import Store
 
-__all__ = ["AccountActive", "Claimed", "Completed", "Held", "Parked", "Pending", "Runtime"]
+__all__ = ["AccountActive", "Claimed", "Completed", "Held", "Outcome", "Parked", "Pending", "Runtime"]
 
 log = logging.getLogger("askback.runtime")
 
-_MODERN = "2026-07-28"
-# Resumed automatically when an account becomes ACTIVE: a URL question askback's servers ask under this key.
-_CONNECT_PREFIX = "connect."
-
-
-@dataclass(frozen=True)
-class Completed:
-    """The call finished: `result` is the server's result as JSON (a tool's `content`, `isError`, ...)."""
-
-    call_id: str
-    result: Mapping[str, Any]
-    rounds: int
-
-    @property
-    def text(self) -> str:
-        """The text blocks of a tool result (or a prompt's messages, a resource's contents), joined."""
-        parts: list[str] = []
-        for block in self.result.get("content") or ():
-            if isinstance(block, Mapping) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-        for message in self.result.get("messages") or ():
-            content = message.get("content") if isinstance(message, Mapping) else None
-            if isinstance(content, Mapping) and content.get("type") == "text":
-                parts.append(str(content.get("text", "")))
-        for item in self.result.get("contents") or ():
-            if isinstance(item, Mapping) and "text" in item:
-                parts.append(str(item["text"]))
-        return "\n".join(parts)
-
-    @property
-    def is_error(self) -> bool:
-        return bool(self.result.get("isError"))
-
-
-@dataclass(frozen=True)
-class Parked:
-    """The call waits on people: `questions` of round `round`, until `deadline` (then unanswered ones are
-    cancelled). `missing` are the keys still unanswered."""
-
-    call_id: str
-    round: int
-    questions: tuple[Question, ...]
-    deadline: float | None
-    missing: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """Another process is resuming this round right now; nothing was sent from here."""
-
-    call_id: str
-    round: int
-
-
-Outcome = Completed | Parked | Claimed
-
-
-@dataclass(frozen=True)
-class AccountActive:
-    """An account became ACTIVE: `principal`'s account for `connection` (from connected accounts' events)."""
-
-    principal: str
-    connection: str
-
-
-@dataclass(frozen=True)
-class Pending:
-    """An unanswered question with what a person needs to know about it: who must answer, what asked it (the
-    method and the tool, prompt or resource), until when, and whether it waits in this process's memory only (a
-    2025-11-25 push) rather than in the store."""
-
-    question: Question
-    principal: str
-    method: str
-    target: str
-    deadline: float | None
-    in_memory: bool = False
-
-
-@dataclass
-class Held:
-    """A 2025-11-25 question pushed on an open connection, waiting in this process's memory only."""
-
-    question: Question
-    principal: str
-    target: str
-    deadline: float
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    answer: Answer | None = None
+_MODERN = MRTR_REVISION
 
 
 class Runtime:
@@ -261,11 +170,12 @@ class Runtime:
         async with self._connect(
             server, principal=principal, call_id=call_id, target=target, arguments=arguments
         ) as conn:
+            outcome = await _wire.send(
+                conn, method, target, arguments, call_id=call_id, round_=1, modes=self.modes, read_timeout=self.timeout
+            )
             if conn.protocol != _MODERN:
                 # 2025-11-25: questions are pushed on this connection, answered in-process (see `held`).
-                result = await self._send(conn, method, target, arguments, call_id=call_id, round_=1)
-                return Completed(call_id, result, rounds=1)
-            outcome = await self._send(conn, method, target, arguments, call_id=call_id, round_=1)
+                return Completed(call_id, outcome, rounds=1)
             now = self.clock.now()
             record = await self.calls.add(
                 call_id=call_id,
@@ -317,7 +227,7 @@ class Runtime:
         for question in record.questions:
             if question.key in answered:
                 continue
-            renderer = None if unanswered else self._interactive_for(question)
+            renderer = None if unanswered else _answering.interactive_for(self.renderers, question)
             if renderer is None or (keys is not None and question.key not in keys):
                 waiting += 1
                 continue
@@ -335,12 +245,6 @@ class Runtime:
                 except InvalidAnswerError as exc:
                     log.info("answer to %s refused: %s", question.ref, exc)
         return waiting
-
-    def _interactive_for(self, question: Question) -> Interactive | None:
-        for renderer in self.renderers:
-            if isinstance(renderer, Interactive) and question.mode in renderer.modes:
-                return renderer
-        return None
 
     # Answers ------------------------------------------------------------------------------------------------
 
@@ -361,23 +265,8 @@ class Runtime:
         if round_ is not None and round_ != record.round:
             raise CallStateError(f"call {call_id} is on round {record.round}, not {round_}")
         return await self.calls.answer(
-            call_id, question.round, key, self._checked(question, answer), by=by, now=self.clock.now()
+            call_id, question.round, key, _answering.checked(question, answer), by=by, now=self.clock.now()
         )
-
-    def _checked(self, question: Question, answer: Answer) -> Answer:
-        if answer.action != "accept":
-            return Answer(answer.action)
-        if question.problem is not None:
-            raise InvalidAnswerError(
-                f"question {question.key!r} cannot be accepted: {question.problem}. Decline or cancel it"
-            )
-        if question.mode == "form":
-            return Answer("accept", validate(question.schema, answer.content))
-        if question.mode == "url":
-            if answer.content:
-                raise InvalidAnswerError("a URL question is accepted without content")
-            return Answer("accept")
-        raise InvalidAnswerError(f"question {question.key!r} ({question.method}) cannot be answered by a person")
 
     async def inbox(self, *, principal: str | None = None, run_id: str | None = None) -> list[Pending]:
         """The unanswered questions of parked calls, newest call first, after those held in this process's memory
@@ -452,7 +341,13 @@ class Runtime:
             outcome = await self._send_round(record, decision, conn)
         except (ServerRefusedError, ServerProtocolError) as exc:
             await self.calls.settle(
-                call_id, claim, round_=record.round, sent=_wire(decision), outcome=None, error=str(exc), now=now
+                call_id,
+                claim,
+                round_=record.round,
+                sent=_wire.responses(decision),
+                outcome=None,
+                error=str(exc),
+                now=now,
             )
             raise
         except BaseException:
@@ -467,7 +362,7 @@ class Runtime:
         if asking and record.round + 1 > self.settings.call_max_rounds:
             error = f"the server asked for round {record.round + 1}, past this runtime's cap of {self.settings.call_max_rounds} (ASKBACK_CALL_MAX_ROUNDS)"
             await self.calls.settle(
-                call_id, claim, round_=record.round, sent=_wire(decision), outcome=None, error=error, now=now
+                call_id, claim, round_=record.round, sent=_wire.responses(decision), outcome=None, error=error, now=now
             )
             raise ServerRefusedError(f"call {call_id}: {error}")
         now = self.clock.now()
@@ -475,7 +370,7 @@ class Runtime:
             call_id,
             claim,
             round_=record.round,
-            sent=_wire(decision),
+            sent=_wire.responses(decision),
             outcome=outcome,
             deadline=now + self.settings.answer_wait,
             now=now,
@@ -487,33 +382,23 @@ class Runtime:
         return await self._resume_parked(call_id)
 
     async def _send_round(self, record: CallRecord, decision: Ready, conn: _sdk.Connection | None) -> dict[str, Any]:
-        pending = record.pending or {}
-        state = pending.get("requestState")
-        responses = _wire(decision)
-        if conn is not None:
-            return await self._send(
-                conn,
-                cast(_sdk.Method, record.method),
-                record.target,
-                record.arguments,
-                call_id=record.id,
-                round_=record.round + 1,
-                responses=responses,
-                state=state,
-            )
-        async with self._connect(
-            record.server, principal=record.principal, call_id=record.id, protocol=record.protocol
-        ) as fresh:
-            return await self._send(
-                fresh,
-                cast(_sdk.Method, record.method),
-                record.target,
-                record.arguments,
-                call_id=record.id,
-                round_=record.round + 1,
-                responses=responses,
-                state=state,
-            )
+        if conn is None:
+            async with self._connect(
+                record.server, principal=record.principal, call_id=record.id, protocol=record.protocol
+            ) as fresh:
+                return await self._send_round(record, decision, fresh)
+        return await _wire.send(
+            conn,
+            cast(_sdk.Method, record.method),
+            record.target,
+            record.arguments,
+            call_id=record.id,
+            round_=record.round + 1,
+            modes=self.modes,
+            read_timeout=self.timeout,
+            responses=_wire.responses(decision),
+            state=(record.pending or {}).get("requestState"),
+        )
 
     def _parked(self, record: CallRecord, *, missing: tuple[str, ...]) -> Parked:
         return Parked(record.id, record.round, record.questions, record.deadline, missing)
@@ -530,7 +415,7 @@ class Runtime:
         accounts' ACTIVE event is handed here; until account events are delivered to runtimes, call it from the
         code that learns of the event."""
         outcomes: list[Outcome] = []
-        wanted = _CONNECT_PREFIX + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in event.connection)[:50]
+        wanted = connect_key(event.connection)
         for record in [r async for page in self.calls.pages(principal=event.principal) for r in page]:
             answered = await self.calls.answers(record.id, record.round)
             for question in record.questions:
@@ -569,164 +454,37 @@ class Runtime:
             return (await self._held_answer(call_id, principal, target, mode, params, origin)).wire()
 
         headers = self.headers(server) if self.headers is not None else None
-        try:
-            async with _sdk.connect(
-                server,
-                modes=self.modes,
-                protocol=protocol if protocol is not None else ("legacy" if self.era == "legacy" else None),
-                headers=headers,
-                on_push=pushed,
-                read_timeout=self.timeout,
-            ) as conn:
-                connected.append(conn)
-                yield conn
-        # What the SDK raises becomes one askback error here, whichever round it ended (`Connection.sending`).
-        except (httpx2.TimeoutException, TimeoutError):
-            raise self._timed_out(server, connected, call_id=call_id, resuming=protocol is not None) from None
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                raise self._timed_out(server, connected, call_id=call_id, resuming=protocol is not None) from None
-            # A round's own refusal is `_send`'s (it fails the call); this one came before any round was sent.
-            raise CallError(
-                f"the MCP server at {server} refused the connection: {exc.message} (JSON-RPC {exc.code}); nothing "
-                "was lost: a parked call stays parked, resume it again later"
-            ) from exc
-        except (_sdk.UnreadableResult, ValidationError) as exc:
-            reason = exc.reason if isinstance(exc, _sdk.UnreadableResult) else _sdk.validation_reason(exc)
-            sending = connected[0].sending if connected else None
-            what = f"round {sending[1]} of call {sending[0]}" if sending is not None else "the connection"
-            # A resume that reads no result marks its call failed (`_resume`): its answers did reach the server.
-            kept = "the call is marked failed" if sending is not None and sending[1] > 1 else "nothing was kept"
-            raise ServerProtocolError(
-                f"the MCP server at {server} answered {what} with something askback cannot read: {reason}; {kept}. "
-                "The server must be fixed to send results the protocol allows"
-            ) from None
-        except (httpx2.HTTPError, OSError) as exc:
-            raise CallError(
-                f"could not reach the MCP server at {server} ({type(exc).__name__}); nothing was lost: a parked call "
-                "stays parked, resume it again later"
-            ) from exc
-
-    def _timed_out(
-        self, server: str, connected: Sequence[_sdk.Connection], *, call_id: str, resuming: bool
-    ) -> ServerTimeoutError:
-        """The error for a server that did not answer in time, saying what became of the call."""
-        waited = f"within {self.timeout:g} s" if self.timeout is not None else "before its connection ended"
-        more = "or allow it more time (Runtime(timeout=...), --timeout SECONDS)"
-        sending = connected[0].sending if connected else None
-        if sending is not None and sending[1] == 1:
-            return ServerTimeoutError(
-                f"the MCP server at {server} did not answer call {sending[0]} {waited}; nothing was kept (the call "
-                f"was never parked): call it again later, {more}"
-            )
-        if sending is not None or resuming:
-            parked = f"round {sending[1] - 1}" if sending is not None else "its round"
-            return ServerTimeoutError(
-                f"the MCP server at {server} did not answer {waited} when call {call_id} was resumed; the call stays "
-                f"parked on {parked} with its answers: resume it again later (askback inbox resume {call_id}), {more}"
-            )
-        return ServerTimeoutError(
-            f"the MCP server at {server} did not answer {waited}; nothing was kept: try again later, {more}"
-        )
-
-    async def _send(
-        self,
-        conn: _sdk.Connection,
-        method: _sdk.Method,
-        target: str,
-        arguments: Mapping[str, Any] | None,
-        *,
-        call_id: str,
-        round_: int,
-        responses: Mapping[str, Any] | None = None,
-        state: str | None = None,
-    ) -> dict[str, Any]:
-        conn.sending = (call_id, round_)
-        try:
-            return await conn.send(
-                method, target, arguments, responses=responses, state=state, read_timeout=self.timeout
-            )
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                raise  # `_connect` says what became of the call
-            raise _refused(exc, call_id=call_id, round_=round_, modes=self.modes) from exc
+        async with _wire.connect(
+            server,
+            call_id=call_id,
+            modes=self.modes,
+            protocol=protocol if protocol is not None else ("legacy" if self.era == "legacy" else None),
+            resuming=protocol is not None,
+            headers=headers,
+            on_push=pushed,
+            read_timeout=self.timeout,
+        ) as conn:
+            connected.append(conn)
+            yield conn
 
     # 2025-11-25 pushes ----------------------------------------------------------------------------------------
 
     async def _held_answer(
         self, call_id: str, principal: str, target: str, mode: Mode, params: Mapping[str, Any], origin: Origin
     ) -> Answer:
-        ref = f"mem_{secrets.token_urlsafe(9)}"
-        question = Question(
-            call_id=ref,
-            round=1,
-            key="push",
-            method="elicitation/create",
-            mode=mode,
-            message=str(params.get("message", "")),
-            schema=params.get("requestedSchema") if mode == "form" else None,
-            url=params.get("url") if mode == "url" else None,
-            params=params,
-            origin=origin,
+        return await _answering.held_answer(
+            _answering.pushed_question(f"mem_{secrets.token_urlsafe(9)}", mode, params, origin),
+            call_id=call_id,
+            principal=principal,
+            target=target,
+            renderers=self.renderers,
+            held=self.held,
+            clock=self.clock,
+            answer_wait=self.settings.answer_wait,
         )
-        renderer = self._interactive_for(question)
-        if renderer is not None:
-            while True:
-                try:
-                    return self._checked(question, await renderer.ask(question))
-                except UnansweredError:
-                    # A pushed question cannot be parked: the call ends here, unanswered (never a cancel sent).
-                    raise CallError(
-                        f"call {call_id}: a 2025-11-25 server pushed a question that was left unanswered; such a "
-                        "question lives on its connection and cannot be parked, so the call ends here"
-                    ) from None
-                except InvalidAnswerError as exc:
-                    log.info("answer to a pushed question of call %s refused: %s", call_id, exc)
-        deadline = self.clock.now() + self.settings.answer_wait
-        held = Held(question, principal, target, deadline)
-        self.held[ref] = held
-        log.warning(
-            "call %s: a 2025-11-25 server pushed a %s question; it is held in this process's memory only (the "
-            "connection must stay open) as %s until answered here or cancelled at its deadline",
-            call_id,
-            mode,
-            ref,
-        )
-        try:
-            async with anyio.create_task_group() as tg:
-
-                async def at_deadline() -> None:
-                    await self.clock.sleep_until(deadline)
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(at_deadline)
-                await held.answered.wait()
-                tg.cancel_scope.cancel()
-        finally:
-            self.held.pop(ref, None)
-        return held.answer or Answer("cancel")
 
     def _answer_held(self, ref: str, answer: Answer) -> int:
         held = self.held[ref]
-        held.answer = self._checked(held.question, answer)
+        held.answer = _answering.checked(held.question, answer)
         held.answered.set()
         return 0
-
-
-def _wire(decision: Ready) -> dict[str, Any]:
-    return {key: answer.wire() for key, answer in decision.responses.items()}
-
-
-def _refused(exc: MCPError, *, call_id: str, round_: int, modes: frozenset[Mode]) -> ServerRefusedError:
-    data, code = exc.data, exc.code
-    if code == -32021:
-        needed = (data or {}).get("requiredCapabilities") if isinstance(data, Mapping) else None
-        shows = ", ".join(sorted(modes)) or "nothing"
-        message = (
-            f"the server needs a client capability this runtime does not declare ({json.dumps(needed)}): its "
-            f"renderers show {shows}. Add a renderer that shows it, or use the tool's fallback (-32021, round {round_} "
-            f"of call {call_id})"
-        )
-    else:
-        message = f"the server refused round {round_} of call {call_id}: {exc.message} (JSON-RPC {code})"
-    return ServerRefusedError(message, code=code, data=data)

@@ -1,6 +1,7 @@
 """The server kit: the `Askback` app (`app.py`), the round executor that carries out the core's decisions
 (`round.py`), effects that run once (`effects.py`), the 2025-11-25 bridge (`legacy.py`), and the HTTP pieces
-(`http.py`, `auth.py`).
+(`http.py`, `auth.py`). What a product adds to an app (its migrations, start and close hooks, mounts and ports) is
+an `Extension` (`askback.extension`), given as `Askback(name, extensions=[...])`.
 
 The public surface is this module. Names are imported on first use, as `askback`'s are, so that importing the face
 loads no part of the server stack until one is needed.
@@ -13,18 +14,22 @@ from typing import TYPE_CHECKING, Any
 from askback._face import resolve
 
 if TYPE_CHECKING:
+    from askback.extension import Bearer, Extension, ExtensionContext, Mounted, Open, Ports, Signed
     from askback.server.app import Askback, current_principal
-    from askback.server.auth import Bearer, DemoTokenVerifier, Open, Signed
-    from askback.server.http import Mounted, build_app
+    from askback.server.auth import DemoTokenVerifier
+    from askback.server.http import build_app
 
 _WHERE = {
     "Askback": "askback.server.app",
     "current_principal": "askback.server.app",
-    "Bearer": "askback.server.auth",
+    "Bearer": "askback.extension",
+    "Extension": "askback.extension",
+    "ExtensionContext": "askback.extension",
+    "Mounted": "askback.extension",
+    "Open": "askback.extension",
+    "Ports": "askback.extension",
+    "Signed": "askback.extension",
     "DemoTokenVerifier": "askback.server.auth",
-    "Open": "askback.server.auth",
-    "Signed": "askback.server.auth",
-    "Mounted": "askback.server.http",
     "build_app": "askback.server.http",
 }
 
@@ -32,8 +37,11 @@ __all__ = [
     "Askback",
     "Bearer",
     "DemoTokenVerifier",
+    "Extension",
+    "ExtensionContext",
     "Mounted",
     "Open",
+    "Ports",
     "Signed",
     "build_app",
     "current_principal",

@@ -8,7 +8,9 @@ method, tool, arguments, server name and principal). askback adds, around each t
   deadline by a grace period, so a late answer gets a clear "too late" message rather than a protocol error;
 - flows that complete once: the first complete result of a flow is recorded and a replayed final round gets it back;
   effects that run once (`flow.once`);
-- the audit trail (`askback.audit`), including requests refused for an invalid state.
+- the audit trail (`askback.audit`), including requests refused for an invalid state;
+- the extensions it is given (`askback.extension`: connected accounts, ...): their migrations, start and close
+  hooks, mounts and ports, wired here and nowhere else.
 
 Each call is a round's plan (`askback.core.round_plan`), driven by `round.py` with the app's `RoundConfig`.
 """
@@ -22,7 +24,7 @@ import secrets
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -45,14 +47,12 @@ from askback.core.round_plan import Policy
 from askback.core.text import unstorable_text
 from askback.db.migrate import Component
 from askback.errors import AskbackError, ConfigurationError, DefinitionError, InvalidParamsError
+from askback.extension import Extension, ExtensionContext, Mounted, Ports, merge_ports
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
 from askback.server.round import Handler, RoundConfig, run_round
 from askback.settings import Settings, load_settings
 from askback.store import MIGRATIONS, Store
-
-if TYPE_CHECKING:
-    from askback.server.http import Mounted
 
 __all__ = ["Askback", "current_principal"]
 
@@ -98,6 +98,8 @@ class Askback:
         clock: Clock | None = None,
         new_id: Callable[[], str] = new_flow_id,
         instructions: str | None = None,
+        extensions: Sequence[Extension] = (),
+        mounts: Sequence[Mounted] = (),
         **mcp_options: Any,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
@@ -133,14 +135,14 @@ class Askback:
         self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
         self._on_start: list[Callable[[Store], Awaitable[None]]] = []
         self._on_close: list[Callable[[], Awaitable[None]]] = []
-        # Extension points for other products (connected accounts): the schema histories the store needs, and what
-        # `flow.connect` reaches for a caller.
-        self.components: tuple[Component, ...] = (MIGRATIONS,)
-        self._accounts_port: Callable[[str | None], AccountsPort] | None = None
+        self._extensions: tuple[Extension, ...] = ()
+        self._ports = Ports()
+        self._started: list[Extension] = []
         self._round_config: RoundConfig | None = None
-        # Routes the app itself serves beside `/mcp` (hosted pages, callbacks, webhooks), each with its auth policy:
-        # `build_app` serves them before the `mounts=` it is given, so `askback serve MODULE:APP` serves them too.
-        self.mounts: list[Mounted] = []
+        # Routes the app itself serves beside `/mcp` (hosted pages, callbacks, webhooks), each with its auth policy.
+        self._mounts = tuple(mounts)
+        for extension in extensions:
+            self.extend(extension)
         self.pushes = PendingPushes(self.settings.max_pending_pushes, self.settings.max_pending_pushes_per_session)
         self.limits = Limits(
             flow_deadline=self.settings.flow_deadline,
@@ -153,18 +155,50 @@ class Askback:
     def name(self) -> str:
         return self.mcp.name
 
+    # -- extensions --
+
+    def extend(self, extension: Extension) -> None:
+        """Add an extension after the app is made, before it starts (what `enable_accounts` does); prefer
+        `Askback(..., extensions=[...])`. A port another extension already provides is a `ConfigurationError`."""
+        if self._store is not None or self._round_config is not None:
+            raise ConfigurationError(
+                f"the extension {extension.name!r} came after the app {self.name!r} started: give it to "
+                "`Askback(..., extensions=[...])`, or add it before the first call and before the store opens"
+            )
+        extensions = (*self._extensions, extension)
+        self._ports = merge_ports(extensions)
+        self._extensions = extensions
+
+    @property
+    def extensions(self) -> tuple[Extension, ...]:
+        return self._extensions
+
+    @property
+    def components(self) -> tuple[Component, ...]:
+        """The schema histories the app's store needs: the server kit's, then each extension's (once each)."""
+        found = [MIGRATIONS]
+        for extension in self._extensions:
+            found += [c for c in extension.migrations if c not in found]
+        return tuple(found)
+
+    @property
+    def mounts(self) -> tuple[Mounted, ...]:
+        """The routes the app serves beside `/mcp`: its `mounts=`, then its extensions'. `build_app` serves them
+        before the `mounts=` it is given, so `askback serve MODULE:APP` serves them too."""
+        return (*self._mounts, *(m for extension in self._extensions for m in extension.mounts))
+
+    @property
+    def ports(self) -> Ports:
+        """What the core reaches through the extensions, each port from the one extension that provides it."""
+        return self._ports
+
     @property
     def accounts_port(self) -> Callable[[str | None], AccountsPort] | None:
-        return self._accounts_port
-
-    @accounts_port.setter
-    def accounts_port(self, port: Callable[[str | None], AccountsPort] | None) -> None:
-        self._accounts_port = port
-        self._round_config = None
+        return self._ports.accounts
 
     @property
     def round_config(self) -> RoundConfig:
-        """What every round of this app is carried out with, built once (again after `accounts_port` changes)."""
+        """What every round of this app is carried out with, built once, on the first round."""
         config = self._round_config
         if config is None:
             settings = self.settings
@@ -176,7 +210,7 @@ class Askback:
                 answer_seal=self.answer_seal,
                 tool_result=self.tool_result,
                 end_result=self.end_result,
-                accounts=self._accounts_port,
+                accounts=self._ports.accounts,
                 pushes=self.pushes,
                 effect_wait=settings.effect_wait,
                 effect_lease=settings.effect_lease,
@@ -195,9 +229,11 @@ class Askback:
             if self._store is None:
                 store = await Store.open(self._database_url, components=self.components)
                 try:
+                    await self._start_extensions(store)
                     for hook in self._on_start:
                         await hook(store)
                 except BaseException:
+                    await self._close_extensions(quietly=True)
                     await store.close()
                     raise
                 self._store = store
@@ -215,12 +251,47 @@ class Askback:
         self._on_close.append(fn)
         return fn
 
+    async def _start_extensions(self, store: Store) -> None:
+        context = ExtensionContext(store=store, settings=self.settings, clock=self.clock)
+        for extension in self._extensions:
+            try:
+                await extension.start(context)
+            except AskbackError:
+                raise
+            except Exception as exc:
+                raise ConfigurationError(
+                    f"the extension {extension.name!r} could not start ({type(exc).__name__}; the cause is chained "
+                    f"below), so the app {self.name!r} did not start and the extensions started before it were "
+                    "closed. Fix what the cause names and start again."
+                ) from exc
+            self._started.append(extension)
+
+    async def _close_extensions(self, *, quietly: bool = False) -> None:
+        """Close the started extensions, the last started first; each is closed even when one before it fails. The
+        first failure is raised after all are closed, unless `quietly` (a failed start, whose error is the one to
+        raise)."""
+        failure: BaseException | None = None
+        while self._started:
+            extension = self._started.pop()
+            try:
+                await extension.close()
+            except Exception as exc:
+                if quietly or failure is not None:
+                    logger.exception("askback: the extension %r failed to close", extension.name)
+                else:
+                    failure = exc
+        if failure is not None:
+            raise failure
+
     async def aclose(self) -> None:
-        for hook in reversed(self._on_close):
-            await hook()
-        if self._store is not None:
-            await self._store.close()
-            self._store = None
+        try:
+            for hook in reversed(self._on_close):
+                await hook()
+            await self._close_extensions()
+        finally:
+            if self._store is not None:
+                await self._store.close()
+                self._store = None
 
     @asynccontextmanager
     async def running(self) -> typing.AsyncIterator[Askback]:

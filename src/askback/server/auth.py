@@ -7,6 +7,8 @@
 - `Signed(verify)`: no bearer token; `verify(headers, body)` must accept the request's signature (webhooks), or it
   is refused with 401 before the mounted app sees it.
 
+The policies themselves are values of `askback.extension`, so that any product can say how its routes are reached.
+
 With demo authentication (`DemoTokenVerifier`), a token `demo-<name>` is user `<name>` and a request without a
 token is the user `anonymous`, so state minted for a signed-in user is refused to an anonymous caller and the other
 way round.
@@ -14,50 +16,21 @@ way round.
 
 from __future__ import annotations
 
-import inspect
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Sequence
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError
-from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
+
+from askback.extension import AuthPolicy, Bearer, Open, Signed
 
 __all__ = ["ANONYMOUS", "AuthPolicy", "Bearer", "DemoTokenVerifier", "Open", "Signed"]
 
 ANONYMOUS = "anonymous"
 _DEMO_TOKEN = re.compile(r"^demo-([A-Za-z0-9_.\-]{1,64})$")
-
-SignatureCheck = Callable[[Headers, bytes], bool | Awaitable[bool]]
-
-
-@dataclass(frozen=True)
-class Bearer:
-    kind: Literal["bearer"] = "bearer"
-
-
-@dataclass(frozen=True)
-class Open:
-    kind: Literal["open"] = "open"
-
-
-@dataclass(frozen=True)
-class Signed:
-    verify: SignatureCheck
-    kind: Literal["signed"] = "signed"
-
-    async def accepts(self, headers: Headers, body: bytes) -> bool:
-        verdict = self.verify(headers, body)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-        return bool(verdict)
-
-
-AuthPolicy = Bearer | Open | Signed
 
 
 class DemoTokenVerifier:

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from askback.core.state import Recorded
+from askback.core.state import RecordedAnswer, answers_from_json, answers_to_json
 
 __all__ = ["AnswerSeal"]
 
@@ -49,15 +49,14 @@ class AnswerSeal:
         self._sealing = derived[0]
         self._opening = dict(derived)
 
-    def seal(self, flow_id: str, round_: int, answers: Mapping[str, Recorded]) -> str:
-        body = {k: {"a": v.action, "c": v.content, "q": v.q} for k, v in answers.items()}
-        plaintext = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    def seal(self, flow_id: str, round_: int, answers: Mapping[str, RecordedAnswer]) -> str:
+        plaintext = json.dumps(answers_to_json(answers), separators=(",", ":"), sort_keys=True).encode()
         key_id, aead = self._sealing
         nonce = os.urandom(12)
         sealed = aead.encrypt(nonce, plaintext, _associated(key_id, flow_id, round_))
         return f"{_PREFIX}.{key_id}.{base64.urlsafe_b64encode(nonce + sealed).decode().rstrip('=')}"
 
-    def open(self, flow_id: str, round_: int, sealed: str) -> dict[str, Recorded] | None:
+    def open(self, flow_id: str, round_: int, sealed: str) -> dict[str, RecordedAnswer] | None:
         """The answers, or None when the value does not open (another flow's or round's, altered, an unknown key)."""
         prefix, _, rest = sealed.partition(".")
         key_id, _, body = rest.partition(".")
@@ -68,7 +67,7 @@ class AnswerSeal:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
             plaintext = aead.decrypt(raw[:12], raw[12:], _associated(key_id, flow_id, round_))
             decoded: dict[str, Any] = json.loads(plaintext)
-            return {k: Recorded(v["a"], v["c"], v["q"]) for k, v in decoded.items()}
+            return answers_from_json(decoded)
         except (InvalidTag, ValueError, binascii.Error, KeyError, TypeError):
             return None
 

@@ -15,7 +15,6 @@ import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -41,9 +40,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from askback.audit.emit import instance_id
 from askback.errors import AskbackError, DefinitionError, HeaderMismatchError, ProtocolVersionMissingError
+from askback.extension import Mounted
 from askback.server._sdk_http import answer_modern_requests_as_json
 from askback.server.app import Askback
-from askback.server.auth import AuthPolicy, Bearer, BearerBackend, DemoTokenVerifier, Open, Signed, auth_error
+from askback.server.auth import AuthPolicy, BearerBackend, DemoTokenVerifier, Open, Signed, auth_error
 
 __all__ = ["DemoTokenVerifier", "Mounted", "build_app"]
 
@@ -51,23 +51,6 @@ logger = logging.getLogger("askback")
 
 _MCP_PATH = "/mcp"
 _PROBES: tuple[tuple[str, AuthPolicy], ...] = (("/healthz", Open()), ("/readyz", Open()))
-
-
-@dataclass(frozen=True)
-class Mounted:
-    """A further ASGI app served beside `/mcp` under `path`, reached under its own auth policy: `Bearer()` (the
-    MCP endpoint's token check), `Open()` or `Signed(verify)`."""
-
-    path: str
-    app: ASGIApp
-    auth: AuthPolicy = field(default_factory=Bearer)
-
-    def __post_init__(self) -> None:
-        if not self.path.startswith("/") or self.path.rstrip("/") in ("", _MCP_PATH, "/healthz", "/readyz"):
-            raise DefinitionError(
-                f"a mount's path must start with '/' and not be '/', {_MCP_PATH}, /healthz or /readyz; got "
-                f"{self.path!r}"
-            )
 
 
 class _SignedOnly:
@@ -239,9 +222,10 @@ def build_app(
 
     `allow_anonymous` (default: only with demo authentication) serves requests without a token as the user
     `anonymous`; otherwise they get 401. `mounts` adds routes beside `/mcp`, each under its own auth policy, after
-    the server's own (`server.mounts`).
+    the server's own (`server.mounts`: its `mounts=` and its extensions'); one of those given again is served once.
     """
-    mounts = [*server.mounts, *mounts]
+    given = [*server.mounts, *mounts]
+    mounts = [m for i, m in enumerate(given) if m not in given[:i]]
     paths = [m.path.rstrip("/") for m in mounts]
     if len(set(paths)) != len(paths):
         raise DefinitionError(f"two mounts share a path: {sorted(p for p in paths if paths.count(p) > 1)}")

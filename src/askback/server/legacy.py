@@ -20,6 +20,7 @@ from mcp_types import ElicitResult, InputRequiredResult
 from mcp_types.version import is_version_at_least
 
 from askback.clock import Clock
+from askback.core.capabilities import MRTR_REVISION
 from askback.core.round_plan import NotPushed, Push, Pushed
 from askback.core.state import FlowState
 
@@ -29,7 +30,7 @@ __all__ = ["PendingPushes", "modern", "push_questions"]
 def modern(version: str | None) -> bool:
     """True for requests of 2026-07-28 or later (and in-process calls with no version), which take questions in
     `input_required` results; older sessions get them pushed."""
-    return version is None or is_version_at_least(version, "2026-07-28")
+    return version is None or is_version_at_least(version, MRTR_REVISION)
 
 
 class PendingPushes:

@@ -28,6 +28,7 @@ from askback.core.flow import AccountsPort, as_json
 from askback.core.state import FlowState
 from askback.db.classify import DRIVER_ERRORS, unavailable_error
 from askback.errors import AskbackError, DefinitionError
+from askback.errors import ToolError as AskbackToolError
 from askback.server.effects import run_once, wait_until_settled
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes, modern, push_questions
@@ -233,7 +234,7 @@ class _RoundIO:
                     error, unavailable = down, True
             return plan.Ran(
                 None,
-                tuple(flow.events),
+                core_flow.run_events(flow),
                 tuple(effects.finished),
                 tuple(effects.new),
                 error=error,
@@ -316,4 +317,4 @@ class _Effects:
 
 def _detail(exc: BaseException) -> str:
     """What the audit says of an exception that is not askback's own."""
-    return str(exc) if isinstance(exc, ToolError) else f"the tool raised {type(exc).__name__}"
+    return str(exc) if isinstance(exc, ToolError | AskbackToolError) else f"the tool raised {type(exc).__name__}"

@@ -8,8 +8,10 @@ serves SQLite and PostgreSQL alike; JSON lives in Text columns, written with sor
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Index, Integer, MetaData, String, Text
+from sqlalchemy import Float, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from askback.db.orm import product_metadata
 
 __all__ = ["VERSION_TABLE", "AuditChainRow", "AuditRow", "Base", "EffectRow", "FlowRow", "HeldAnswersRow", "RoundRow"]
 
@@ -17,14 +19,9 @@ __all__ = ["VERSION_TABLE", "AuditChainRow", "AuditRow", "Base", "EffectRow", "F
 # same database does not collide with ours.
 VERSION_TABLE = "askback_alembic_version"
 
-_NAMING = {
-    "ix": "ix_%(table_name)s_%(column_0_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
 
 class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=_NAMING)
+    metadata = product_metadata()
 
 
 class EffectRow(Base):

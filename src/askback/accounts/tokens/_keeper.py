@@ -33,7 +33,7 @@ from askback.accounts.tokens._policy import (
     Held,
     Lapse,
     Refresh,
-    Refuse,
+    RefuseToken,
     TokenSet,
     Use,
     decide,
@@ -230,7 +230,7 @@ class TokenKeeper:
         if isinstance(step, Use):
             assert held is not None
             return held, step.tokens
-        if isinstance(step, Refuse):
+        if isinstance(step, RefuseToken):
             raise step.error
         return await self._refresh(account, connection, seen=held, force=False)
 
@@ -244,7 +244,7 @@ class TokenKeeper:
                 held = await self._rows.read(account.id, connection, join=False)
                 now = self.clock.now()
                 step = decide(account.id, held, seen=seen, now=now, leeway=self.leeway, force=force)
-                if isinstance(step, Use | Refuse):
+                if isinstance(step, Use | RefuseToken):
                     outcome = _settled(held, step)
                     break
                 assert held is not None
@@ -388,8 +388,8 @@ class TokenKeeper:
             )
 
 
-def _settled(held: Held | None, step: Use | Refuse) -> Held | AskbackError:
-    if isinstance(step, Refuse):
+def _settled(held: Held | None, step: Use | RefuseToken) -> Held | AskbackError:
+    if isinstance(step, RefuseToken):
         return step.error
     assert held is not None
     return held

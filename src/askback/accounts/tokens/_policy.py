@@ -1,5 +1,5 @@
 """The keeper's decisions, with no I/O: the `TokenSet` a credential holds, what the database `Held`, the one
-function `decide` that says whether to use, refresh or give up on it (`Use`, `Refresh`, `Lapse`, `Refuse`),
+function `decide` that says whether to use, refresh or give up on it (`Use`, `Refresh`, `Lapse`, `RefuseToken`),
 what a provider's token response means (`judge_token_response`), and the `Backoff` of an account in ERROR."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Lapse:
 
 
 @dataclass(frozen=True)
-class Refuse:
+class RefuseToken:
     """Nothing to hand out; raise `error`."""
 
     error: AskbackError
@@ -122,7 +122,7 @@ _USABLE = (Status.ACTIVE, Status.ERROR)
 
 def decide(
     account_id: str, held: Held | None, *, seen: Held | None, now: float, leeway: float, force: bool
-) -> Use | Refresh | Lapse | Refuse:
+) -> Use | Refresh | Lapse | RefuseToken:
     """What to do with what the database `held` for an account, for a caller that first saw `seen` (`None` on the
     first look) at clock time `now`.
 
@@ -132,13 +132,15 @@ def decide(
     `seen`, someone else acted while this caller waited: their fresh token is used, their failure (ERROR) shared,
     rather than calling the provider again."""
     if held is None:
-        return Refuse(AccountStateError(f"There is no connected account {account_id!r}; connect the account first."))
+        return RefuseToken(
+            AccountStateError(f"There is no connected account {account_id!r}; connect the account first.")
+        )
     if held.status not in _USABLE or held.tokens is None:
-        return Refuse(_not_usable(account_id, held))
+        return RefuseToken(_not_usable(account_id, held))
     tokens = held.tokens
     if seen is not None and held.version != seen.version:
         if held.status is Status.ERROR:
-            return Refuse(_backing_off(account_id, held, now, shared=True))
+            return RefuseToken(_backing_off(account_id, held, now, shared=True))
         if force:
             if seen.tokens is None or tokens.access_token != seen.tokens.access_token:
                 return Use(tokens)
@@ -152,7 +154,7 @@ def decide(
     if tokens.refresh_token is None:
         return Lapse() if _expired(tokens, now) else Use(tokens)
     if held.status is Status.ERROR and held.retry_at is not None and now < held.retry_at:
-        return Refuse(_backing_off(account_id, held, now, shared=False))
+        return RefuseToken(_backing_off(account_id, held, now, shared=False))
     return Refresh(tokens)
 
 

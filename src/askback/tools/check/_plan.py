@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 from mcp.shared.inbound import encode_header_value, find_invalid_x_mcp_header, mcp_param_headers, x_mcp_header_map
 
+from askback.core.capabilities import MRTR_REVISION
 from askback.errors import ProbeError
 from askback.tools.check._wire import Branch, Exchange, Recorded, Request, Response, _clip, _compact
 
-PROTOCOL_VERSION = "2026-07-28"
+PROTOCOL_VERSION = MRTR_REVISION
 # Header values for the R3 check: the previous revision (what a confused client or gateway would send) and one
 # that no server supports. Both differ from the `_meta` version, so both must be refused with HTTP 400.
 MISMATCHED_VERSIONS = ("2025-11-25", "2099-01-01")

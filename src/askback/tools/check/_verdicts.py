@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from askback.errors import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 from askback.tools.check._wire import (
     Branch,
     Exchange,
@@ -36,7 +37,7 @@ Status = Literal["pass", "fail", "skip"]
 
 
 # Error codes 2026-07-28 defines in the reserved band -32020..-32099 (R4); anything else there is undefined.
-_DEFINED_BAND_CODES = frozenset({-32020, -32021, -32022})
+_DEFINED_BAND_CODES = frozenset({HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, -32022})
 _LEGACY_CODES = frozenset({-32042, -32002})  # noqa: ABK104 - the probe looks for it
 
 
@@ -166,7 +167,7 @@ def _declared_modes_only(recorded: Recorded) -> Check:
         response = x.response
         if response.problem is not None:
             failures.append(f"{declared}: no usable response ({response.problem})")
-        elif response.error_code == -32021:
+        elif response.error_code == MISSING_REQUIRED_CLIENT_CAPABILITY:
             notes.append(f"{declared}: -32021 (HTTP {response.status})")
         elif response.error is not None:
             failures.append(f"{declared}: error {response.error_code}, where R15 wants -32021 or a question it may ask")
@@ -204,7 +205,7 @@ def _missing_capability(recorded: Recorded) -> Check:
     evidence = _evidence(x)
     if response.problem is not None:
         return Check(name, "fail", rules, f"no usable response: {response.problem}", evidence)
-    if response.error_code == -32021:
+    if response.error_code == MISSING_REQUIRED_CLIENT_CAPABILITY:
         data = (response.error or {}).get("data")
         required = data.get("requiredCapabilities") if isinstance(data, Mapping) else None
         wrong = []

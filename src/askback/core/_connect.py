@@ -1,0 +1,135 @@
+"""`flow.connect`: a connected account, read for real every round, or a link to connect it.
+
+The accounts product provides the port (`AccountsPort`); the core decides what the round does with what it finds:
+hand over an ACTIVE account, ask which one when there are several, try an account in ERROR again, or send a link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from mcp_types import ClientCapabilities, ElicitResult
+
+from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
+from askback.core.capabilities import declares
+from askback.core.questions import Choice, Link, connect_key
+from askback.errors import DefinitionError, MissingCapabilityError
+
+__all__ = ["AccountLike", "AccountsPort", "connect"]
+
+
+class AccountLike(Protocol):
+    """What the flow needs to know of a connected account: which one it is and its real status."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+class AccountsPort(Protocol):
+    """Connected accounts, as seen by one caller (the principal is the port's): provided by the accounts product."""
+
+    async def accounts(self, connection: str) -> Sequence[AccountLike]:
+        """The caller's accounts on `connection`, with their real status."""
+        ...
+
+    async def link(self, connection: str, label: str, flow_id: str) -> str:
+        """A fresh single-use authorization link for the caller's account `label` on `connection`."""
+        ...
+
+    async def recover(self, account: AccountLike) -> AccountLike:
+        """An account in ERROR tried again (its credential refreshed): the account as it then is (ACTIVE when that
+        worked, EXPIRED when the provider refused the grant, unchanged when there is nothing to try with). Raises
+        the provider's error while it cannot be reached: an outage is not a reason to ask the person again."""
+        ...
+
+    def handle(self, account: AccountLike) -> Any:
+        """What the handler receives for an ACTIVE account (it uses the account without seeing its credential)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the handles of this round hold (their HTTP clients); called when the round ends."""
+        ...
+
+
+_ACTIVE = "ACTIVE"
+_ERROR = "ERROR"
+
+
+async def connect(
+    record: RunRecord,
+    accounts: AccountsPort | None,
+    capabilities: ClientCapabilities | None,
+    ask: Callable[[Choice], Any],
+    connection: str,
+    *,
+    label: str | None,
+    message: str | None,
+) -> Any:
+    """What `Flow.connect` does (its docstring says what the handler sees); `ask` is the flow's own `ask`."""
+    if accounts is None:
+        raise DefinitionError(
+            "flow.connect needs connected accounts on this server: enable them with "
+            "askback.accounts.enable_accounts(app, ...)"
+        )
+    key = connect_key(connection)
+    found = list(await accounts.accounts(connection))
+    active = [a for a in found if a.status == _ACTIVE]
+    if label is None and len(active) > 1:
+        labels = sorted(a.label or "default" for a in active)
+        chosen = ask(
+            Choice(
+                key=f"{key}.which",
+                message=message or f"Which {connection} account should be used?",
+                options=labels,
+                field="account",
+                title="Account",
+            )
+        )
+        label = "" if chosen == "default" and "default" not in {a.label for a in active} else chosen
+    wanted = next(
+        (a for a in found if a.label == (label or "")),
+        active[0] if label is None and active else None,
+    )
+    if wanted is not None and wanted.status == _ERROR:
+        # A provider that could not be reached is tried again, not the person: only the provider's refusal of
+        # the grant (the account then EXPIRED) or nothing to refresh with leads to a new link.
+        wanted = await accounts.recover(wanted)
+    response = record.responses.get(key)
+    answered_here = response is not None and (record.state is None or key in record.state.asked)
+    if wanted is not None and wanted.status == _ACTIVE:
+        if answered_here and isinstance(response, ElicitResult):
+            record.events.append(FlowEvent("answered", key, "url", action=response.action))
+        return accounts.handle(wanted)
+    status = wanted.status if wanted is not None else None
+    if answered_here and isinstance(response, ElicitResult):
+        record.events.append(FlowEvent("answered", key, "url", action=response.action))
+        if response.action == "decline":
+            raise FlowEnded(f"Cancelled: you did not connect your {connection} account.", "declined")
+        if response.action == "cancel":
+            raise FlowEnded(f"Cancelled: connecting your {connection} account was dismissed.", "cancelled")
+        raise FlowEnded(
+            f"Not connected: your {connection} account is still not connected"
+            + (f" (it is {status})" if status else "")
+            + ", so nothing was done. Call the tool again for a new link.",
+            "not_connected",
+        )
+    if not declares(capabilities, "url"):
+        raise MissingCapabilityError(
+            {"elicitation": {"url": {}}},
+            f"This tool needs your {connection} account, which is connected through a link: declare the "
+            "elicitation.url capability (2026-07-28: in the request's _meta "
+            "io.modelcontextprotocol/clientCapabilities), or connect the account elsewhere first.",
+        )
+    url = await accounts.link(connection, label or "", record.link_flow_id())
+    again = status in ("EXPIRED", "REVOKED", "ERROR")
+    text = message or (
+        f"Your {connection} account needs to be connected again: open the link, sign in, then come back."
+        if again
+        else f"Connect your {connection} account to continue: open the link, sign in, then come back."
+    )
+    question = Link(key=key, message=text)
+    record.schedule(question, question.render(message=text, url=url))
+    raise NeedInput
