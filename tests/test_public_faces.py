@@ -93,7 +93,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "Interactive",
                 "Parked",
                 "Pending",
-                "Question",
+                "ParkedQuestion",
                 "Renderer",
                 "Runtime",
                 "WebInbox",

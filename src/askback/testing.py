@@ -43,7 +43,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from askback.clock import FrozenClock
 from askback.core.capabilities import MRTR_REVISION
-from askback.core.plan import Answer, Next, Round, flow_plan
+from askback.core.plan import Answerer, Next, Round, flow_plan
 from askback.errors import ConfigurationError
 
 __all__ = [
@@ -249,7 +249,7 @@ async def drive_flow(
     url: str,
     tool: str,
     arguments: Mapping[str, Any],
-    answer: Answer,
+    answer: Answerer,
     *,
     token: str | None = None,
     start: Next | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from askback.runtime import Question
+from askback.runtime import ParkedQuestion
 from askback.runtime.conformance import ToolCall, era_for, form_answer, plan, sample
 from infra import ROOT
 
@@ -92,8 +92,8 @@ def test_the_runtime_passes_every_check_of_the_official_client_scenario(
     assert f"conformance client {scenario} ({version}): PASS" in proc.stdout
 
 
-def _form(schema: dict[str, Any]) -> Question:
-    return Question(
+def _form(schema: dict[str, Any]) -> ParkedQuestion:
+    return ParkedQuestion(
         call_id="call_1", round=1, key="confirm", method="elicitation/create", mode="form", message="?", schema=schema
     )
 
@@ -124,7 +124,7 @@ def test_a_form_is_accepted_with_its_defaults_and_a_plain_value_of_each_type() -
 def test_a_form_that_cannot_be_filled_is_declined_and_a_link_is_cancelled() -> None:
     impossible = {"type": "object", "properties": {"code": {"type": "string", "default": 7}}}
     assert form_answer(_form(impossible)).action == "decline"
-    link = Question(
+    link = ParkedQuestion(
         call_id="c", round=1, key="k", method="elicitation/create", mode="url", message="go", url="https://x"
     )
     assert form_answer(link).action == "cancel"

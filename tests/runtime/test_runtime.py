@@ -33,7 +33,7 @@ from askback.runtime import (
     Claimed,
     Completed,
     Parked,
-    Question,
+    ParkedQuestion,
     Runtime,
     WebInbox,
 )
@@ -359,9 +359,9 @@ async def test_answers_are_checked_against_the_question_before_they_are_kept(sit
 
 
 async def test_interactive_renderers_answer_every_round_while_the_call_waits(site: Site, tmp_path: Path) -> None:
-    asked: list[Question] = []
+    asked: list[ParkedQuestion] = []
 
-    async def answer(question: Question) -> Answer:
+    async def answer(question: ParkedQuestion) -> Answer:
         asked.append(question)
         if question.mode == "url":
             site.done.touch()

@@ -28,7 +28,7 @@ from rich.console import Console
 from starlette.requests import Request
 
 from askback.errors import AskbackError
-from askback.runtime import Answer, Question, Runtime, WebInbox
+from askback.runtime import Answer, ParkedQuestion, Runtime, WebInbox
 from askback.runtime.forms import fields, parse, validate
 from askback.runtime.inbox import inbox_app
 from askback.runtime.questions import pending_questions, unreadable_round
@@ -98,7 +98,7 @@ def visible(shown: str) -> str | None:
     return None
 
 
-def check_form(question: Question, lines: list[str], content: dict[str, Any]) -> None:
+def check_form(question: ParkedQuestion, lines: list[str], content: dict[str, Any]) -> None:
     """Building and parsing the form: only askback errors, whatever the schema and whatever is typed."""
     if question.mode != "form":
         return
@@ -115,7 +115,7 @@ def check_form(question: Question, lines: list[str], content: dict[str, Any]) ->
         validate(question.schema, content)
 
 
-async def at_the_terminal(question: Question, lines: list[str]) -> None:
+async def at_the_terminal(question: ParkedQuestion, lines: list[str]) -> None:
     console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False)
     prompts: list[str] = []
     replies = iter(lines)

@@ -24,7 +24,7 @@ import pytest
 from starlette.requests import Request
 
 from _http import Served, served
-from askback.runtime import Answer, Completed, Parked, Question, Runtime, WebInbox
+from askback.runtime import Answer, Completed, Parked, ParkedQuestion, Runtime, WebInbox
 from askback.runtime.inbox import inbox_app
 from askback.settings import load_settings
 from askback.testing import free_port, serving
@@ -117,17 +117,19 @@ def inbox(runtime: Runtime, user: str | None = "ada", *, resume: bool = False) -
     return httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers)
 
 
-async def park(runtime: Runtime, server: str, tool: str, arguments: dict[str, Any], *, user: str = "ada") -> Question:
+async def park(
+    runtime: Runtime, server: str, tool: str, arguments: dict[str, Any], *, user: str = "ada"
+) -> ParkedQuestion:
     outcome = await runtime.call_tool(server, tool, arguments, principal=user)
     assert isinstance(outcome, Parked), outcome
     return outcome.questions[0]
 
 
-def path(q: Question) -> str:
+def path(q: ParkedQuestion) -> str:
     return f"/q/{q.call_id}/{q.round}/{q.key}"
 
 
-async def open_form(client: httpx.AsyncClient, q: Question) -> tuple[Page, str]:
+async def open_form(client: httpx.AsyncClient, q: ParkedQuestion) -> tuple[Page, str]:
     """The question's page and the token its form carries."""
     reply = await client.get(path(q))
     assert reply.status_code == 200, reply.text

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from askback.clock import FrozenClock
-from askback.runtime import Answer, Callback, Completed, Question, Runtime, WebInbox
+from askback.runtime import Answer, Callback, Completed, ParkedQuestion, Runtime, WebInbox
 from askback.settings import load_settings
 from askback.testing import free_port, serving
 from infra import ROOT
@@ -35,9 +35,9 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 async def test_a_pushed_question_goes_through_an_interactive_renderer(url: str, tmp_path: Path) -> None:
-    asked: list[Question] = []
+    asked: list[ParkedQuestion] = []
 
-    async def answer(question: Question) -> Answer:
+    async def answer(question: ParkedQuestion) -> Answer:
         asked.append(question)
         return Answer("accept", {"ok": True})
 
@@ -96,5 +96,5 @@ async def test_a_pushed_question_nobody_answers_is_cancelled_at_its_deadline(url
     assert outcome[0].text == by_hand.text and by_hand.text != "late: rejected"
 
 
-async def _cancel(question: Question) -> Answer:
+async def _cancel(question: ParkedQuestion) -> Answer:
     return Answer("cancel")

@@ -24,7 +24,7 @@ from rich.console import Console
 from tests.fixtures.hostile_server import serving_hostile
 
 from askback.errors import UnsafeLinkError
-from askback.runtime import Question
+from askback.runtime import ParkedQuestion
 from askback.runtime.questions import check_link, safe_link
 from askback.runtime.terminal import TerminalRenderer
 from askback.testing import free_port
@@ -98,7 +98,7 @@ def test_a_link_a_browser_cannot_parse_is_refused(url: str) -> None:
 async def test_the_terminal_shows_the_host_a_browser_reaches_and_the_address_it_was_handed() -> None:
     console = Console(file=io.StringIO(), width=120)
     renderer = TerminalRenderer(console=console, read_line=lambda prompt: "c")
-    question = Question("call_l1", 1, "connect", "elicitation/create", "url", "Sign in.", url=BACKSLASH)
+    question = ParkedQuestion("call_l1", 1, "connect", "elicitation/create", "url", "Sign in.", url=BACKSLASH)
 
     await renderer.ask(question)
 

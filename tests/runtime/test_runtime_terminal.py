@@ -33,7 +33,7 @@ from rich.console import Console
 
 from _http import Served, served
 from askback.errors import UnansweredError
-from askback.runtime import Interactive, Question, Runtime, declared_modes
+from askback.runtime import Interactive, ParkedQuestion, Runtime, declared_modes
 from askback.runtime.terminal import TerminalRenderer
 
 REVIEW = "[s]end, [e]dit, [d]ecline, [c]ancel: "
@@ -89,12 +89,12 @@ def terminal(*lines: str, eof: bool = False, development: bool = False) -> tuple
     return TerminalRenderer(console=console, read_line=script, development=development), script
 
 
-def form(schema: Mapping[str, Any], message: str = "Where should the parcel go?") -> Question:
-    return Question("call_t1", 1, "parcel", "elicitation/create", "form", message, schema=schema)
+def form(schema: Mapping[str, Any], message: str = "Where should the parcel go?") -> ParkedQuestion:
+    return ParkedQuestion("call_t1", 1, "parcel", "elicitation/create", "form", message, schema=schema)
 
 
-def link(url: str) -> Question:
-    return Question("call_t1", 2, "connect.mail", "elicitation/create", "url", "Connect your mailbox.", url=url)
+def link(url: str) -> ParkedQuestion:
+    return ParkedQuestion("call_t1", 2, "connect.mail", "elicitation/create", "url", "Connect your mailbox.", url=url)
 
 
 pytestmark = pytest.mark.anyio
@@ -362,7 +362,7 @@ async def test_an_internationalised_host_is_also_shown_in_its_ascii_form() -> No
 
 async def test_a_question_no_person_can_answer_is_cancelled_with_a_note() -> None:
     renderer, script = terminal()
-    question = Question("call_t1", 1, "summary", "sampling/createMessage", None, "Summarize this.")
+    question = ParkedQuestion("call_t1", 1, "summary", "sampling/createMessage", None, "Summarize this.")
 
     answer = await renderer.ask(question)
 

@@ -15,7 +15,7 @@ from askback.cli.output import ExitStatus
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
-    from askback.runtime import Question, Runtime
+    from askback.runtime import ParkedQuestion, Runtime
     from askback.runtime.calls import Outcome
     from askback.runtime.questions import Mode
     from askback.runtime.renderers import Renderer
@@ -117,7 +117,7 @@ def print_outcome(outcome: Outcome, as_json: bool) -> int:
     return ExitStatus.WAITING
 
 
-def question_json(q: Question) -> dict[str, Any]:
+def question_json(q: ParkedQuestion) -> dict[str, Any]:
     found: dict[str, Any] = {"call_id": q.call_id, "round": q.round, "key": q.key, "mode": q.mode, "message": q.message}
     if q.origin is not None:
         found["server"] = q.origin.server

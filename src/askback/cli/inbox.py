@@ -37,7 +37,7 @@ from askback.cli.output import UsageError, reports_errors
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
-    from askback.runtime import Question, Runtime
+    from askback.runtime import ParkedQuestion, Runtime
     from askback.runtime.calls import Outcome, Pending
 
 __all__ = ["register"]
@@ -105,7 +105,7 @@ def inbox_list(
             typer.echo(f"  … and {len(pending) - QUESTIONS_LISTED} more: `askback inbox show {call_id}` lists them all")
 
 
-def _asked_by(q: Question, limit: int) -> str:
+def _asked_by(q: ParkedQuestion, limit: int) -> str:
     """Which server asks `q` and for which call, on one line, safe to print."""
     origin = q.origin
     if origin is None:
@@ -174,7 +174,7 @@ def inbox_show(
         typer.echo(f"  round {r['round']}: asked {when(r['asked_at'])}, answered {when(r['sent_at'])}")
 
 
-def _link_line(q: Question) -> str:
+def _link_line(q: ParkedQuestion) -> str:
     """A URL question's link as a browser reads it, or why it is not shown as a link."""
     from askback.errors import UnsafeLinkError
     from askback.runtime.questions import check_link

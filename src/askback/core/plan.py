@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 if TYPE_CHECKING:
     from mcp.shared.exceptions import MCPError
 
-__all__ = ["Answer", "Next", "Round", "flow_plan"]
+__all__ = ["Answerer", "Next", "Round", "flow_plan"]
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,13 @@ class Next:
     request_state: str | None = None
 
 
-Answer = Callable[[str, dict[str, Any]], ElicitResult]
+Answerer = Callable[[str, dict[str, Any]], ElicitResult]
 """Answers one question: its key and the `params` of its `elicitation/create`."""
 
 
-def flow_plan(answer: Answer, *, start: Next | None = None, max_rounds: int = 8) -> Generator[Next, Round, list[Round]]:
+def flow_plan(
+    answer: Answerer, *, start: Next | None = None, max_rounds: int = 8
+) -> Generator[Next, Round, list[Round]]:
     """The round loop without I/O: yields each request to send, receives the round that came back, and returns every
     round once one completes or fails. Raises `RuntimeError` when the server is still asking after `max_rounds`."""
     rounds: list[Round] = []

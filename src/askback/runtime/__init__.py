@@ -17,7 +17,7 @@ from askback._face import resolve
 
 if TYPE_CHECKING:
     from askback.runtime.calls import AccountActive, Claimed, Completed, Parked, Pending, Runtime
-    from askback.runtime.questions import Answer, Question, safe_link
+    from askback.runtime.questions import Answer, ParkedQuestion, safe_link
     from askback.runtime.renderers import Callback, Interactive, Renderer, WebInbox, declared_modes
 
 _WHERE = {
@@ -28,7 +28,7 @@ _WHERE = {
     "Pending": "askback.runtime.calls",
     "Runtime": "askback.runtime.calls",
     "Answer": "askback.runtime.questions",
-    "Question": "askback.runtime.questions",
+    "ParkedQuestion": "askback.runtime.questions",
     "safe_link": "askback.runtime.questions",
     "Callback": "askback.runtime.renderers",
     "Interactive": "askback.runtime.renderers",
@@ -45,8 +45,8 @@ __all__ = [
     "Completed",
     "Interactive",
     "Parked",
+    "ParkedQuestion",
     "Pending",
-    "Question",
     "Renderer",
     "Runtime",
     "WebInbox",

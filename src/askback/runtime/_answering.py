@@ -18,7 +18,7 @@ from askback.clock import Clock
 from askback.errors import CallError, InvalidAnswerError, UnansweredError
 from askback.runtime._outcomes import Held
 from askback.runtime.forms import validate
-from askback.runtime.questions import Answer, Mode, Origin, Question
+from askback.runtime.questions import Answer, Mode, Origin, ParkedQuestion
 from askback.runtime.renderers import Interactive, Renderer
 
 __all__ = ["checked", "held_answer", "interactive_for", "pushed_question"]
@@ -26,7 +26,7 @@ __all__ = ["checked", "held_answer", "interactive_for", "pushed_question"]
 log = logging.getLogger("askback.runtime")
 
 
-def checked(question: Question, answer: Answer) -> Answer:
+def checked(question: ParkedQuestion, answer: Answer) -> Answer:
     """`answer` as it may be sent for `question`: only an accept carries content, a form's checked against its
     schema (`InvalidAnswerError` when it does not fit), a URL question's empty."""
     if answer.action != "accept":
@@ -44,7 +44,7 @@ def checked(question: Question, answer: Answer) -> Answer:
     raise InvalidAnswerError(f"question {question.key!r} ({question.method}) cannot be answered by a person")
 
 
-def interactive_for(renderers: Sequence[Renderer], question: Question) -> Interactive | None:
+def interactive_for(renderers: Sequence[Renderer], question: ParkedQuestion) -> Interactive | None:
     """The first interactive renderer that shows `question`'s mode, if any."""
     for renderer in renderers:
         if isinstance(renderer, Interactive) and question.mode in renderer.modes:
@@ -52,9 +52,9 @@ def interactive_for(renderers: Sequence[Renderer], question: Question) -> Intera
     return None
 
 
-def pushed_question(ref: str, mode: Mode, params: Mapping[str, Any], origin: Origin) -> Question:
+def pushed_question(ref: str, mode: Mode, params: Mapping[str, Any], origin: Origin) -> ParkedQuestion:
     """A 2025-11-25 server's pushed `elicitation/create` as a question, known by `ref`."""
-    return Question(
+    return ParkedQuestion(
         call_id=ref,
         round=1,
         key="push",
@@ -69,7 +69,7 @@ def pushed_question(ref: str, mode: Mode, params: Mapping[str, Any], origin: Ori
 
 
 async def held_answer(
-    question: Question,
+    question: ParkedQuestion,
     *,
     call_id: str,
     principal: str,

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from askback.runtime.questions import Answer, Question
+from askback.runtime.questions import Answer, ParkedQuestion
 
 __all__ = ["AccountActive", "Claimed", "Completed", "Held", "Outcome", "Parked", "Pending"]
 
@@ -54,7 +54,7 @@ class Parked:
 
     call_id: str
     round: int
-    questions: tuple[Question, ...]
+    questions: tuple[ParkedQuestion, ...]
     deadline: float | None
     missing: tuple[str, ...]
 
@@ -84,7 +84,7 @@ class Pending:
     method and the tool, prompt or resource), until when, and whether it waits in this process's memory only (a
     2025-11-25 push) rather than in the store."""
 
-    question: Question
+    question: ParkedQuestion
     principal: str
     method: str
     target: str
@@ -96,7 +96,7 @@ class Pending:
 class Held:
     """A 2025-11-25 question pushed on an open connection, waiting in this process's memory only."""
 
-    question: Question
+    question: ParkedQuestion
     principal: str
     target: str
     deadline: float

@@ -49,7 +49,7 @@ from askback.runtime.questions import (
     Link,
     Mode,
     Origin,
-    Question,
+    ParkedQuestion,
     Ready,
     Waiting,
     check_link,
@@ -290,18 +290,18 @@ class Runtime:
                 )
         return found
 
-    async def pending(self, *, principal: str | None = None, run_id: str | None = None) -> list[Question]:
+    async def pending(self, *, principal: str | None = None, run_id: str | None = None) -> list[ParkedQuestion]:
         """The questions of `inbox(...)`, alone."""
         return [p.question for p in await self.inbox(principal=principal, run_id=run_id)]
 
-    def link(self, question: Question) -> Link:
+    def link(self, question: ParkedQuestion) -> Link:
         """A URL question's link as a browser reads it: the address to hand the browser and the host it reaches
         (`UnsafeLinkError` when the link must not be shown as one)."""
         if question.url is None:
             raise InvalidAnswerError(f"question {question.key!r} has no link")
         return check_link(question.url, development=self.settings.development)
 
-    def link_host(self, question: Question) -> str:
+    def link_host(self, question: ParkedQuestion) -> str:
         """The host to show for a URL question (`UnsafeLinkError` when its link must not be shown as one)."""
         return self.link(question).shown
 

@@ -32,7 +32,7 @@ import anyio
 from askback.errors import AskbackError, InvalidAnswerError
 from askback.runtime.calls import Completed, Runtime
 from askback.runtime.forms import validate
-from askback.runtime.questions import Answer, Question
+from askback.runtime.questions import Answer, ParkedQuestion
 from askback.runtime.renderers import Callback
 
 __all__ = ["ToolCall", "era_for", "form_answer", "main", "plan", "sample"]
@@ -107,7 +107,7 @@ def sample(schema: Mapping[str, Any]) -> Any:
     return text
 
 
-def form_answer(question: Question) -> Answer:
+def form_answer(question: ParkedQuestion) -> Answer:
     """Accept a form with every field filled (its default, or a plain value of its type); a form that cannot be
     filled that way (or one whose schema cannot be rendered) is declined, and a question that is not a form is
     cancelled."""
@@ -131,7 +131,7 @@ def plan(tools: Sequence[Mapping[str, Any]], context: Mapping[str, Any]) -> list
     return [ToolCall(str(t["name"]), sample({**(t.get("inputSchema") or {}), "type": "object"})) for t in tools]
 
 
-async def _ask(question: Question) -> Answer:
+async def _ask(question: ParkedQuestion) -> Answer:
     answer = form_answer(question)
     log.info("question %s answered %s", question.ref, answer.action)
     return answer

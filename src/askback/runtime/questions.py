@@ -1,6 +1,6 @@
 """What a parked round asks and what a person answers, as plain values (no I/O).
 
-A server's `InputRequiredResult` is read once into `Question`s, each named by (call, round, input key): never by
+A server's `InputRequiredResult` is read once into `ParkedQuestion`s, each named by (call, round, input key): never by
 position, so two parallel calls that ask under the same key can never swap answers. An `Answer` is the person's
 accept (with content), decline or cancel. `resume_decision` says, from the answers recorded so far and the clock,
 whether a round can be sent back: every question answered, or the deadline passed (each unanswered question is
@@ -35,7 +35,7 @@ __all__ = [
     "Link",
     "Mode",
     "Origin",
-    "Question",
+    "ParkedQuestion",
     "Ready",
     "Waiting",
     "check_link",
@@ -90,7 +90,7 @@ class Origin:
 
 
 @dataclass(frozen=True)
-class Question:
+class ParkedQuestion:
     """One pending input request of a parked round.
 
     `mode` is 'form' or 'url' for an elicitation; other methods (sampling, roots) have `mode` None and cannot be
@@ -145,11 +145,11 @@ class Answer:
 
 def pending_questions(
     call_id: str, round_: int, pending: Mapping[str, Any], *, origin: Origin | None = None
-) -> tuple[Question, ...]:
+) -> tuple[ParkedQuestion, ...]:
     """The questions of an `InputRequiredResult` (as its JSON, by alias), in the server's key order. Whatever the
     JSON holds, each question is read: one that cannot be shown as asked carries its `problem`."""
     requests = pending.get("inputRequests")
-    found: list[Question] = []
+    found: list[ParkedQuestion] = []
     for key, request in (requests if isinstance(requests, Mapping) else {}).items():
         request = request if isinstance(request, Mapping) else {}
         method = request.get("method")
@@ -168,7 +168,7 @@ def pending_questions(
         if url is not None and not isinstance(url, str):
             problem, url = "its link is not text", None
         found.append(
-            Question(
+            ParkedQuestion(
                 call_id=call_id,
                 round=round_,
                 key=str(key),
@@ -225,7 +225,7 @@ class Ready:
 
 
 def resume_decision(
-    questions: tuple[Question, ...], answers: Mapping[str, Answer], *, now: float, deadline: float | None
+    questions: tuple[ParkedQuestion, ...], answers: Mapping[str, Answer], *, now: float, deadline: float | None
 ) -> Waiting | Ready:
     """Whether a parked round can be sent back now, and with what."""
     missing = tuple(q.key for q in questions if q.key not in answers)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from askback.runtime.questions import Answer, Mode, Question
+from askback.runtime.questions import Answer, Mode, ParkedQuestion
 
 __all__ = ["Callback", "Interactive", "Renderer", "WebInbox", "declared_modes"]
 
@@ -33,17 +33,17 @@ class Renderer(Protocol):
 class Interactive(Renderer, Protocol):
     """A renderer that answers while the call waits."""
 
-    async def ask(self, question: Question) -> Answer: ...
+    async def ask(self, question: ParkedQuestion) -> Answer: ...
 
 
 @dataclass(frozen=True)
 class Callback:
     """Answer questions with your own function: `Callback(fn, modes={"form"})`, `fn(question) -> Answer`."""
 
-    fn: Callable[[Question], Awaitable[Answer]]
+    fn: Callable[[ParkedQuestion], Awaitable[Answer]]
     modes: frozenset[Mode] = _BOTH
 
-    async def ask(self, question: Question) -> Answer:
+    async def ask(self, question: ParkedQuestion) -> Answer:
         return await self.fn(question)
 
 

@@ -23,7 +23,7 @@ from askback.db.migrate import Component
 from askback.db.sqlite import RawResult
 from askback.errors import CallStateError, UnknownCallError
 from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
-from askback.runtime.questions import Answer, Origin, Question, pending_questions
+from askback.runtime.questions import Answer, Origin, ParkedQuestion, pending_questions
 from askback.store import Store
 
 __all__ = ["MIGRATIONS", "CallRecord", "CallStatus", "ParkedCalls"]
@@ -155,7 +155,7 @@ class CallRecord:
         return None if self.result_json is None else cast(dict[str, Any], json.loads(self.result_json))
 
     @cached_property
-    def questions(self) -> tuple[Question, ...]:
+    def questions(self) -> tuple[ParkedQuestion, ...]:
         """The questions of the round the call is parked on (none once it is finished)."""
         pending = self.pending
         return () if pending is None else pending_questions(self.id, self.round, pending, origin=self.origin)

@@ -32,7 +32,7 @@ from rich.text import Text
 
 from askback.errors import InvalidAnswerError, UnansweredError, UnsafeLinkError
 from askback.runtime.forms import Field, check_field, fields, parse, validate
-from askback.runtime.questions import Answer, Mode, Question, check_link
+from askback.runtime.questions import Answer, Mode, ParkedQuestion, check_link
 from askback.terminal_text import for_terminal, shorten
 
 __all__ = ["TerminalRenderer"]
@@ -92,12 +92,12 @@ class TerminalRenderer:
         self.modes = frozenset(modes)
         self.development = development
         # What a Ctrl-C at the prompt leaves parked.
-        self.asking: Question | None = None
+        self.asking: ParkedQuestion | None = None
 
     def _input(self, prompt: str) -> str:
         return self.console.input(Text(prompt, style="bold"))
 
-    async def ask(self, question: Question) -> Answer:
+    async def ask(self, question: ParkedQuestion) -> Answer:
         """Ask `question` until the person sends an answer, declines or cancels. At the end of input it raises
         `UnansweredError`: the question stays unanswered (its call parked), nothing is sent for it."""
         self.asking = question
@@ -151,7 +151,7 @@ class TerminalRenderer:
 # The dialog: no I/O below this line. ---------------------------------------------------------------------------
 
 
-def _dialog(question: Question, *, modes: frozenset[Mode], development: bool) -> _Dialog:
+def _dialog(question: ParkedQuestion, *, modes: frozenset[Mode], development: bool) -> _Dialog:
     yield _Show(_panel(question))
     if question.mode is None or question.mode not in modes:
         what = question.method if question.mode is None else f"a {question.mode} question"
@@ -168,7 +168,7 @@ def _dialog(question: Question, *, modes: frozenset[Mode], development: bool) ->
         return Answer(stop.action)
 
 
-def _panel(question: Question) -> Panel:
+def _panel(question: ParkedQuestion) -> Panel:
     title = f"call {question.call_id} · round {question.round} · {question.key}"
     body = Text(_plain(question.message, lines=True) or "(no message)")
     origin = question.origin
@@ -178,7 +178,7 @@ def _panel(question: Question) -> Panel:
     return Panel(body, title=Text(_plain(title)), title_align="left", expand=False)
 
 
-def _asker(question: Question) -> str:
+def _asker(question: ParkedQuestion) -> str:
     """Who asks, on one line: the host the runtime reached, the name the server gives itself, and the call."""
     origin = question.origin
     assert origin is not None
@@ -193,7 +193,7 @@ def _unshowable(problem: str) -> _Dialog:
     raise _Stop((yield from _menu("[d]ecline, [c]ancel: ", {"d": "decline", "c": "cancel"})))
 
 
-def _link(question: Question, *, development: bool) -> _Dialog:
+def _link(question: ParkedQuestion, *, development: bool) -> _Dialog:
     try:
         link = check_link(question.url or "", development=development)
     except UnsafeLinkError as exc:
@@ -214,7 +214,7 @@ def _link(question: Question, *, development: bool) -> _Dialog:
     return Answer("accept")
 
 
-def _form(question: Question) -> _Dialog:
+def _form(question: ParkedQuestion) -> _Dialog:
     schema = question.schema or {}
     known = fields(schema)
     values: dict[str, Any] = {}

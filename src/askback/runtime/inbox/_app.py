@@ -20,7 +20,7 @@ from askback.pages import PageKit
 from askback.runtime.calls import Claimed, Runtime
 from askback.runtime.inbox import _view
 from askback.runtime.inbox._forms import Refused, read_answer, refused_by_the_runtime
-from askback.runtime.questions import Question
+from askback.runtime.questions import ParkedQuestion
 from askback.runtime.store import CallRecord
 
 log = logging.getLogger("askback.runtime.inbox")
@@ -87,7 +87,7 @@ class _Inbox:
             return record
         return self.shown(question, _view.asker(record.method, record.target), record.deadline)
 
-    def shown(self, q: Question, asker: str, deadline: float | None) -> _view.Asked:
+    def shown(self, q: ParkedQuestion, asker: str, deadline: float | None) -> _view.Asked:
         if q.mode != "url":
             return _view.Asked(q, asker, deadline)
         try:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from askback.runtime.calls import Completed
 from askback.runtime.forms import Field, fields
-from askback.runtime.questions import Link, Origin, Question
+from askback.runtime.questions import Link, Origin, ParkedQuestion
 from askback.runtime.store import CallRecord
 from askback.terminal_text import for_terminal, shorten
 
@@ -46,7 +46,7 @@ class Asked:
     """A pending question of the person, with what the page says about its call. A URL question has its `link` (as
     a browser reads it: the address to hand it and the host it reaches), or why the link is `unsafe` to show as one."""
 
-    question: Question
+    question: ParkedQuestion
     asker: str
     deadline: float | None
     link: Link | None = None
@@ -133,7 +133,7 @@ def shown_origin(origin: Origin | None) -> ShownOrigin | None:
     return ShownOrigin(for_terminal(origin.host), name, for_terminal(origin.call(_CALL_SHOWN)))
 
 
-def question_path(base: str, q: Question) -> str:
+def question_path(base: str, q: ParkedQuestion) -> str:
     return f"{base}/q/{quote(q.call_id, safe='')}/{q.round}/{quote(q.key, safe='')}"
 
 
@@ -335,7 +335,7 @@ def question(
     }
 
 
-def call(base: str, record: CallRecord, pending: Sequence[Question], *, resumed: bool) -> dict[str, Any]:
+def call(base: str, record: CallRecord, pending: Sequence[ParkedQuestion], *, resumed: bool) -> dict[str, Any]:
     """A call's page: its result, why it failed, or the questions it waits on."""
     who = asker(record.method, record.target)
     state: Literal["completed", "failed", "resuming", "pending", "answered"]
