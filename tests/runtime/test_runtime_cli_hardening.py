@@ -270,7 +270,7 @@ def test_inbox_list_shortens_a_huge_message_and_a_round_of_a_thousand_questions(
     assert listed.returncode == ExitStatus.OK, listed.stderr
     assert len(listed.stdout) < 10_000
     assert "ok (form): Approve? blah blah" in listed.stdout and "…" in listed.stdout
-    assert "q0019 (form): ParkedQuestion 19?" in listed.stdout and "q0020" not in listed.stdout
+    assert "q0019 (form): Question 19?" in listed.stdout and "q0020" not in listed.stdout
     assert f"… and 980 more: `askback inbox show {many}` lists them all" in listed.stdout
     whole = json.loads(askback("inbox", "list", "--json", "--database", database).stdout)
     assert len(whole) == 1001
