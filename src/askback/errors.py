@@ -70,9 +70,12 @@ __all__ = [
     "DefinitionError",
     "EffectInProgressError",
     "HeaderMismatchError",
+    "InsufficientScopeError",
     "InvalidAnswerError",
     "InvalidParamsError",
     "InvalidStateError",
+    "InvalidTokenError",
+    "IssuerUnavailableError",
     "ListenError",
     "MissingCapabilityError",
     "ProbeError",
@@ -298,6 +301,43 @@ class ServerProtocolError(CallError):
 class ServerTimeoutError(CallError):
     """The server did not answer within the runtime's timeout (`Runtime(timeout=...)`, `--timeout`). Nothing the
     call had is lost: a parked call stays parked on its round with its answers, to be resumed again later."""
+
+
+class InvalidTokenError(AskbackError):
+    """A bearer token was sent and is not accepted: malformed, expired, not yet valid, for another audience or
+    issuer, signed with a key or an algorithm that is not trusted. Answered 401 with `error="invalid_token"`
+    (RFC 6750 section 3.1); the message says which check failed, never the token."""
+
+    http_status = 401
+
+
+class InsufficientScopeError(AskbackError):
+    """The caller's token is valid but lacks a scope the tool needs (`scopes`): answered 403 with
+    `error="insufficient_scope"` and `scope` naming them, so a client can ask its user for more."""
+
+    http_status = 403
+
+    def __init__(self, message: str, *, scopes: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.scopes = scopes
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"scopes": list(self.scopes)}
+
+
+class IssuerUnavailableError(AskbackError):
+    """The authorization server could not be reached or answered badly (discovery, keys, introspection), so a
+    token could not be checked at all: answered 503 with `Retry-After`, never as an accepted token. `retry_after`:
+    seconds to wait before trying again."""
+
+    http_status = 503
+
+    def __init__(self, message: str, *, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"retryable": True}
 
 
 class ProbeError(AskbackError):

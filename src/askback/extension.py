@@ -9,8 +9,9 @@ adds; the app does the wiring, so nothing outside the app sets anything on it:
   app's own `on_close` hooks. A start that fails closes the extensions started before it, and the app does not start;
 - `mounts`: the ASGI apps it serves beside `/mcp` (`Mounted`, each with its auth policy), which `build_app` and
   `askback serve` serve with the app's own;
-- `ports`: what the core reaches through it (`Ports`: the connected accounts behind `flow.connect`). One port has
-  one provider: two extensions that provide the same port are refused when the app is made.
+- `ports`: what the core reaches through it (`Ports`: the connected accounts behind `flow.connect`, the bearer check
+  of `/mcp`). One port has one provider: two extensions that provide the same port are refused when the app is
+  made.
 
 This module belongs to no product, so that every product (the server kit, connected accounts, and the identity,
 events, tasks and approvals to come) can build these values without importing another product.
@@ -30,6 +31,7 @@ from askback.errors import ConfigurationError, DefinitionError
 
 if TYPE_CHECKING:
     from askback.clock import Clock
+    from askback.core.caller import Caller
     from askback.core.flow import AccountsPort
     from askback.db.migrate import Component
     from askback.settings import Settings
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuthPolicy",
     "Bearer",
+    "BearerCheck",
     "Extension",
     "ExtensionContext",
     "Mounted",
@@ -95,14 +98,34 @@ class Mounted:
             )
 
 
+class BearerCheck(Protocol):
+    """How the MCP endpoint (and every `Bearer()` mount) checks an `Authorization: Bearer` token: an OAuth 2.1
+    resource server (`askback.identity.ResourceServer`) or a deployment's own.
+
+    - `verify(token)`: the `Caller` the token names; raises `askback.errors.InvalidTokenError` for a token that is
+      not accepted (401 `invalid_token`) and `IssuerUnavailableError` when it cannot be checked now (503), never
+      anything else;
+    - `resource_metadata_url`: the Protected Resource Metadata document (RFC 9728) every 401 points to, or `None`;
+    - `describe()`: one line for the start-up log, naming what is trusted (never a secret)."""
+
+    @property
+    def resource_metadata_url(self) -> str | None: ...
+
+    async def verify(self, token: str) -> Caller: ...
+
+    def describe(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Ports:
     """What the core reaches through an extension; `None` for a port it does not provide.
 
-    `accounts`: the connected accounts of one caller (given the principal, `None` when unauthenticated), which
-    `flow.connect` asks for."""
+    - `accounts`: the connected accounts of one caller (given the principal, `None` when unauthenticated), which
+      `flow.connect` asks for;
+    - `bearer`: the check of the bearer tokens sent to `/mcp` (`BearerCheck`)."""
 
     accounts: Callable[[str | None], AccountsPort] | None = None
+    bearer: BearerCheck | None = None
 
 
 @dataclass(frozen=True)
