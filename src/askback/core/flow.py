@@ -31,6 +31,7 @@ from askback.core import _connect
 from askback.core._connect import AccountLike, AccountsPort
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.answers import Accepted, Cancelled, Declined, Outcome
+from askback.core.caller import Caller
 from askback.core.capabilities import declares
 from askback.core.questions import AnswerRejected, Argument, Confirm, Default, Link, Question, digest
 from askback.core.state import FlowState, RecordedAnswer
@@ -90,10 +91,14 @@ class Flow:
         run_effect: EffectRunner | None = None,
         accounts: AccountsPort | None = None,
         new_id: Callable[[], str] | None = None,
+        caller: Caller | None = None,
     ) -> None:
         self.tool = tool
         self.arguments = dict(arguments)
         self.capabilities = capabilities
+        self.caller = caller
+        """Who is calling (`askback.core.caller.Caller`: the principal and the token's scopes); `None` when the
+        request was not authenticated."""
         self._run_effect = run_effect
         self._accounts = accounts
         self._round = RunRecord(state, responses or {}, now, new_id, recorded=dict(state.answers) if state else {})

@@ -18,7 +18,6 @@ Each call is a round's plan (`askback.core.round_plan`), driven by `round.py` wi
 from __future__ import annotations
 
 import contextvars
-import inspect
 import logging
 import secrets
 import typing
@@ -40,14 +39,17 @@ from pydantic import ValidationError
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
 from askback.clock import Clock, SystemClock, new_flow_id
-from askback.core.flow import AccountsPort, Flow
+from askback.core.caller import missing_scopes
+from askback.core.flow import AccountsPort
 from askback.core.questions import Question
 from askback.core.round import Limits
 from askback.core.round_plan import Policy
 from askback.core.text import unstorable_text
 from askback.db.migrate import Component
-from askback.errors import AskbackError, ConfigurationError, DefinitionError, InvalidParamsError
+from askback.errors import AskbackError, ConfigurationError, InsufficientScopeError, InvalidParamsError
 from askback.extension import Extension, ExtensionContext, Mounted, Ports, merge_ports
+from askback.server._tools import check_questions, checked_scopes, sdk_function
+from askback.server.auth import caller_of
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
 from askback.server.round import Handler, RoundConfig, run_round
@@ -60,7 +62,6 @@ logger = logging.getLogger("askback")
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
-_CTX = "askback_context"
 # The rounds an askback tool call ran (their tools), seen by the middleware around it (to audit calls refused
 # before any round).
 _ROUNDS_SEEN: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("askback_rounds", default=None)
@@ -68,10 +69,8 @@ _ROUNDS_SEEN: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
 
 def current_principal() -> str | None:
     """Who is calling: the authenticated subject (or client id), `None` on an unauthenticated transport."""
-    token = get_access_token()
-    if token is None:
-        return None
-    return token.subject or token.client_id
+    caller = caller_of(get_access_token())
+    return caller.principal if caller is not None else None
 
 
 class Askback:
@@ -132,6 +131,8 @@ class Askback:
         self._store_lock: anyio.Lock | None = None
         self._database_url = self.settings.database_url
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
+        # The OAuth scopes of the tools that need some (`tool(scopes=...)`), checked before such a tool runs.
+        self.tool_scopes: dict[str, tuple[str, ...]] = {}
         self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
         self._on_start: list[Callable[[Store], Awaitable[None]]] = []
         self._on_close: list[Callable[[], Awaitable[None]]] = []
@@ -313,12 +314,20 @@ class Askback:
         annotations: ToolAnnotations | None = None,
         asks: Sequence[Question[Any]] = (),
         structured_output: bool | None = None,
+        scopes: Sequence[str] = (),
     ) -> Callable[[F], F]:
         """Register a tool. A parameter annotated `Flow` receives the flow; `asks` lists the questions the tool
-        may ask, so their keys are checked for clashes when the tool is defined."""
+        may ask, so their keys are checked for clashes when the tool is defined. `scopes`: the OAuth scopes a
+        caller's token must grant for the tool to run (otherwise 403 `insufficient_scope` naming them)."""
+        options = {
+            "title": title,
+            "description": description,
+            "annotations": annotations,
+            "structured_output": structured_output,
+        }
 
         def decorator(fn: F) -> F:
-            self._register(fn, name, title, description, annotations, asks, structured_output)
+            self._register(fn, name, options, asks, scopes)
             return fn
 
         return decorator
@@ -327,58 +336,22 @@ class Askback:
         self,
         fn: Callable[..., Awaitable[Any]],
         name: str | None,
-        title: str | None,
-        description: str | None,
-        annotations: ToolAnnotations | None,
+        options: dict[str, Any],
         asks: Sequence[Question[Any]],
-        structured_output: bool | None,
+        scopes: Sequence[str],
     ) -> None:
         tool_name = name or fn.__name__
-        if not inspect.iscoroutinefunction(fn):
-            raise DefinitionError(f"tool {tool_name!r} must be an async function")
-        keys = [q.key for q in asks]
-        if len(set(keys)) != len(keys):
-            dupes = sorted({k for k in keys if keys.count(k) > 1})
-            raise DefinitionError(f"tool {tool_name!r} lists two questions with the key(s) {dupes}; keys must differ")
-        for q in asks:
-            if not isinstance(q, Question):
-                raise DefinitionError(f"tool {tool_name!r}: asks= takes Question objects, got {type(q).__name__}")
-        hints = typing.get_type_hints(fn, include_extras=True)
-        sig = inspect.signature(fn)
-        flow_param = next((p for p in sig.parameters if hints.get(p) is Flow), None)
-        ctx_param = next(
-            (p for p in sig.parameters if isinstance(hints.get(p), type) and issubclass(hints[p], Context)), None
-        )
-        params = [
-            p.replace(annotation=hints.get(p.name, p.annotation))
-            for p in sig.parameters.values()
-            if p.name not in (flow_param, ctx_param)
-        ]
-        params.append(inspect.Parameter(_CTX, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
-        returns = hints.get("return", sig.return_annotation)
-
-        async def run_tool(**kwargs: Any) -> Any:
-            ctx: Context[Any, Any] = kwargs.pop(_CTX)
-            return await self._call(Handler(tool_name, fn, flow_param, ctx_param), kwargs, ctx)
-
-        run_tool.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
-        run_tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
-        run_tool.__name__ = fn.__name__
-        run_tool.__qualname__ = fn.__qualname__
-        run_tool.__module__ = fn.__module__
-        run_tool.__doc__ = fn.__doc__
+        questions = check_questions(tool_name, asks)
+        needed = checked_scopes(tool_name, scopes)
+        run_tool = sdk_function(tool_name, fn, self._call)
+        structured_output = options.get("structured_output")
         self._converters[tool_name] = Tool.from_function(
             run_tool, name=tool_name, structured_output=structured_output
         ).fn_metadata.convert_result
-        self.mcp.add_tool(
-            run_tool,
-            name=tool_name,
-            title=title,
-            description=description,
-            annotations=annotations,
-            structured_output=structured_output,
-        )
-        self.tools[tool_name] = tuple(asks)
+        self.mcp.add_tool(run_tool, name=tool_name, **options)
+        self.tools[tool_name] = questions
+        if needed:
+            self.tool_scopes[tool_name] = needed
 
     def tool_result(self, tool: str, value: Any) -> CallToolResult:
         """The tool's return value as the SDK would put it on the wire (structured output included)."""
@@ -404,7 +377,18 @@ class Askback:
         if seen is not None:
             seen.append(handler.tool)
         try:
-            return await run_round(self.round_config, handler, arguments, ctx, current_principal())
+            caller = caller_of(get_access_token())
+            needed = self.tool_scopes.get(handler.tool, ())
+            lacking = missing_scopes(caller.scopes if caller is not None else frozenset(), needed)
+            if lacking:
+                # The HTTP endpoint refuses such a call with 403 before it gets here; this covers every other
+                # transport (stdio, an app of one's own), where no token can grant a scope.
+                raise InsufficientScopeError(
+                    f"the tool {handler.tool!r} needs the scope(s) {' '.join(needed)}, which this caller's token "
+                    "does not grant",
+                    scopes=needed,
+                )
+            return await run_round(self.round_config, handler, arguments, ctx, caller)
         except AskbackError as exc:
             raise _at_mcp_boundary(exc) from exc
 

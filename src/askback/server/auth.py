@@ -1,8 +1,12 @@
 """Who may reach which route: one auth policy per mounted route, and bearer authentication for the MCP endpoint.
 
-- `Bearer()`: an `Authorization: Bearer <token>` header checked by the server's `TokenVerifier` (the SDK's
-  protocol); the principal it names feeds the SDK's binding of `requestState` to its user. The MCP endpoint's
-  policy, and the default for a mount.
+- `Bearer()`: an `Authorization: Bearer <token>` header checked by the server's `BearerCheck` (an OAuth 2.1
+  resource server such as `askback.identity.ResourceServer`, or an SDK `TokenVerifier` wrapped in
+  `SdkVerifierCheck`); the `Caller` it names feeds the SDK's binding of `requestState` to its user. The MCP
+  endpoint's policy, and the default for a mount. Refusals carry an RFC 6750 challenge: 401 `Bearer
+  resource_metadata="..."` without an `error` when no token was sent, `error="invalid_token"` for a token that is
+  not accepted, 503 with `Retry-After` when the issuer cannot be asked; a tool's missing scopes are 403
+  `error="insufficient_scope"` (`http.py`).
 - `Open()`: no credentials (health probes; a hosted page that does its own sign-in check).
 - `Signed(verify)`: no bearer token; `verify(headers, body)` must accept the request's signature (webhooks), or it
   is refused with 401 before the mounted app sees it.
@@ -16,8 +20,9 @@ way round.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -25,9 +30,13 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Aut
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from askback.extension import AuthPolicy, Bearer, Open, Signed
+from askback.core.caller import Caller
+from askback.errors import AskbackError, InvalidTokenError, IssuerUnavailableError
+from askback.extension import AuthPolicy, Bearer, BearerCheck, Open, Signed
 
-__all__ = ["ANONYMOUS", "AuthPolicy", "Bearer", "DemoTokenVerifier", "Open", "Signed"]
+__all__ = ["ANONYMOUS", "AuthPolicy", "Bearer", "DemoTokenVerifier", "Open", "SdkVerifierCheck", "Signed"]
+
+logger = logging.getLogger("askback.auth")
 
 ANONYMOUS = "anonymous"
 _DEMO_TOKEN = re.compile(r"^demo-([A-Za-z0-9_.\-]{1,64})$")
@@ -52,14 +61,80 @@ def policy_for(path: str, policies: Sequence[tuple[str, AuthPolicy]]) -> AuthPol
     return best[1]
 
 
+class SdkVerifierCheck:
+    """A `BearerCheck` over a verifier written to the SDK's `TokenVerifier` protocol (`--token-verifier`, the demo's):
+    `None` from it is an invalid token."""
+
+    resource_metadata_url: str | None = None
+
+    def __init__(self, verifier: TokenVerifier, description: str) -> None:
+        self.verifier = verifier
+        self.description = description
+
+    async def verify(self, token: str) -> Caller:
+        try:
+            info = await self.verifier.verify_token(token)
+        except AskbackError:
+            raise
+        except Exception as exc:
+            # A deployment's verifier that raises has not accepted the token; what it raised goes to the log only.
+            logger.warning("the token verifier raised %s", type(exc).__name__, exc_info=True)
+            raise InvalidTokenError("the bearer token was not accepted") from exc
+        if info is None:
+            raise InvalidTokenError("the bearer token was not accepted")
+        return Caller(
+            principal=info.subject or info.client_id,
+            scopes=frozenset(info.scopes),
+            client_id=info.client_id,
+            expires_at=info.expires_at,
+        )
+
+    def describe(self) -> str:
+        return self.description
+
+
+def access_token_of(caller: Caller) -> AccessToken:
+    """The SDK's view of `caller`, which its `requestState` binding and `get_access_token()` read. The token itself
+    is never kept: its place holds a marker."""
+    return AccessToken(
+        token="verified",
+        client_id=caller.client_id or caller.principal,
+        scopes=sorted(caller.scopes),
+        expires_at=caller.expires_at,
+        subject=caller.principal,
+    )
+
+
+def caller_of(token: AccessToken | None) -> Caller | None:
+    """The `Caller` the SDK's access token of this request stands for (`None` on an unauthenticated transport)."""
+    if token is None:
+        return None
+    return Caller(
+        principal=token.subject or token.client_id,
+        scopes=frozenset(token.scopes),
+        client_id=token.client_id,
+        expires_at=token.expires_at,
+    )
+
+
+class Unauthenticated(AuthenticationError):
+    """Why a request is refused before it reaches a route: the challenge it is answered with."""
+
+    def __init__(self, message: str, *, error: str | None, status: int = 401, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+        self.status = status
+        self.retry_after = retry_after
+
+
 class BearerBackend(AuthenticationBackend):
     """Bearer authentication for the routes whose policy is `Bearer`; every other route passes unauthenticated
     (a `Signed` route is checked by its own guard)."""
 
     def __init__(
-        self, verifier: TokenVerifier, *, allow_anonymous: bool, policies: Sequence[tuple[str, AuthPolicy]]
+        self, check: BearerCheck, *, allow_anonymous: bool, policies: Sequence[tuple[str, AuthPolicy]]
     ) -> None:
-        self.verifier = verifier
+        self.check = check
         self.allow_anonymous = allow_anonymous
         self.policies = tuple(policies)
 
@@ -69,21 +144,65 @@ class BearerBackend(AuthenticationBackend):
         header = conn.headers.get("authorization")
         if not header:
             if not self.allow_anonymous:
-                raise AuthenticationError("this server needs an Authorization: Bearer <token> header")
+                # RFC 6750 section 3.1: no error code when the request carried no credentials at all.
+                raise Unauthenticated("this server needs an Authorization: Bearer <token> header", error=None)
             anonymous = AccessToken(token="anonymous", client_id="anonymous", subject=ANONYMOUS, scopes=[])
             return AuthCredentials([]), AuthenticatedUser(anonymous)
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise AuthenticationError("use an Authorization: Bearer <token> header")
-        info = await self.verifier.verify_token(token.strip())
-        if info is None:
-            raise AuthenticationError("the bearer token was not accepted")
-        return AuthCredentials(info.scopes), AuthenticatedUser(info)
+        if scheme.lower() != "bearer" or not token.strip():
+            # Credentials of another scheme are no bearer token: challenged as a request without one.
+            raise Unauthenticated("use an Authorization: Bearer <token> header", error=None)
+        try:
+            caller = await self.check.verify(token.strip())
+        except InvalidTokenError as exc:
+            raise Unauthenticated(str(exc), error="invalid_token") from None
+        except IssuerUnavailableError as exc:
+            raise Unauthenticated(str(exc), error=None, status=503, retry_after=exc.retry_after) from None
+        return AuthCredentials(sorted(caller.scopes)), AuthenticatedUser(access_token_of(caller))
 
 
-def auth_error(conn: HTTPConnection, exc: Exception) -> Response:
-    return JSONResponse(
-        {"error": "invalid_token", "error_description": str(exc)},
-        status_code=401,
-        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-    )
+def challenge(
+    *, error: str | None, description: str | None, metadata_url: str | None, scope: Sequence[str] = ()
+) -> str:
+    """A `WWW-Authenticate: Bearer ...` value (RFC 6750 section 3, RFC 9728 section 5.1): `error` and its
+    description only when there is one, the scopes needed, and where the resource's metadata is."""
+    params: list[tuple[str, str]] = []
+    if error is not None:
+        params.append(("error", error))
+        if description:
+            params.append(("error_description", description))
+    if scope:
+        params.append(("scope", " ".join(scope)))
+    if metadata_url is not None:
+        params.append(("resource_metadata", metadata_url))
+    if not params:
+        return "Bearer"
+    return "Bearer " + ", ".join(f'{name}="{_quoted(value)}"' for name, value in params)
+
+
+def _quoted(value: str) -> str:
+    # A quoted-string of RFC 9110 carries no control characters; quotes and backslashes are escaped.
+    printable = "".join(c if 0x20 <= ord(c) < 0x7F else "?" for c in value)
+    return printable.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def auth_error_for(
+    metadata_url: Callable[[HTTPConnection], str | None],
+) -> Callable[[HTTPConnection, Exception], Response]:
+    """The `on_error` of the authentication middleware: the refusal with its challenge."""
+
+    def refuse(conn: HTTPConnection, exc: Exception) -> Response:
+        refusal = exc if isinstance(exc, Unauthenticated) else Unauthenticated(str(exc), error="invalid_token")
+        body: dict[str, object] = {"error_description": str(refusal)}
+        if refusal.error is not None:
+            body = {"error": refusal.error, **body}
+        headers: dict[str, str] = {}
+        if refusal.status == 503:
+            headers["Retry-After"] = str(refusal.retry_after or 5)
+        else:
+            headers["WWW-Authenticate"] = challenge(
+                error=refusal.error, description=str(refusal), metadata_url=metadata_url(conn)
+            )
+        return JSONResponse(body, status_code=refusal.status, headers=headers)
+
+    return refuse

@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -33,23 +33,35 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from askback.audit.emit import instance_id
+from askback.core.caller import missing_scopes
 from askback.errors import AskbackError, DefinitionError, HeaderMismatchError, ProtocolVersionMissingError
-from askback.extension import Mounted
+from askback.extension import BearerCheck, Mounted
 from askback.server._sdk_http import answer_modern_requests_as_json
 from askback.server.app import Askback
-from askback.server.auth import AuthPolicy, BearerBackend, DemoTokenVerifier, Open, Signed, auth_error
+from askback.server.auth import (
+    AuthPolicy,
+    BearerBackend,
+    DemoTokenVerifier,
+    Open,
+    SdkVerifierCheck,
+    Signed,
+    auth_error_for,
+    challenge,
+)
 
 __all__ = ["DemoTokenVerifier", "Mounted", "build_app"]
 
 logger = logging.getLogger("askback")
 
 _MCP_PATH = "/mcp"
+# Where RFC 9728 puts the Protected Resource Metadata of `/mcp` (the resource's path appended to the well-known one).
+PRM_PATH = "/.well-known/oauth-protected-resource"
 _PROBES: tuple[tuple[str, AuthPolicy], ...] = (("/healthz", Open()), ("/readyz", Open()))
 
 
@@ -158,6 +170,57 @@ class _VersionHeaderRequired:
         await self.app(scope, replay, send)
 
 
+class _ScopeGuard:
+    """A `tools/call` of a tool declared with `scopes=` whose caller's token lacks one of them is refused with 403
+    and `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` (RFC 6750 section 3.1), so a client can
+    ask its user for the scopes and call again; the tool never runs. Only requests to a tool with scopes are read
+    here, and only when the app has such a tool."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        path: str,
+        scopes: dict[str, tuple[str, ...]],
+        metadata_url: Callable[[HTTPConnection], str | None],
+    ) -> None:
+        self.app = app
+        self.path = path
+        self.scopes = scopes
+        self.metadata_url = metadata_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.scopes or scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _read_body(receive)
+        message = _parsed(body)
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        needed = self.scopes.get(name, ()) if message.get("method") == "tools/call" and isinstance(name, str) else ()
+        if needed:
+            user = scope.get("user")
+            token = getattr(user, "access_token", None)
+            granted = frozenset(getattr(token, "scopes", ()) or ())
+            missing = missing_scopes(granted, needed)
+            if missing:
+                text = f"the tool {name!r} needs the scope(s) {' '.join(needed)}; the token lacks {' '.join(missing)}"
+                header = challenge(
+                    error="insufficient_scope",
+                    description=text,
+                    metadata_url=self.metadata_url(HTTPConnection(scope)),
+                    scope=needed,
+                )
+                refused = JSONResponse(
+                    {"error": "insufficient_scope", "error_description": text, "scope": " ".join(needed)},
+                    status_code=403,
+                    headers={"WWW-Authenticate": header},
+                )
+                await refused(scope, replay, send)
+                return
+        await self.app(scope, replay, send)
+
+
 async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
     """The request body, read up to the SDK's size limit, and a `receive` that hands the SDK the same messages.
 
@@ -209,10 +272,43 @@ def _request_id(body: bytes) -> Any:
     return _parsed(body).get("id")
 
 
+def bearer_check(
+    server: Askback, *, bearer: BearerCheck | None = None, token_verifier: TokenVerifier | None = None
+) -> BearerCheck | None:
+    """What checks the bearer tokens of `server`'s `/mcp` (see `build_app`); `None` when nothing does."""
+    if bearer is not None:
+        return bearer
+    if server.ports.bearer is not None:
+        return server.ports.bearer
+    if token_verifier is not None:
+        name = getattr(token_verifier, "__qualname__", type(token_verifier).__qualname__)
+        return SdkVerifierCheck(token_verifier, f"the token verifier {name}")
+    if server.settings.demo_auth:
+        return SdkVerifierCheck(
+            DemoTokenVerifier(), "demo tokens (demo-<name> is the user <name>; never for real users)"
+        )
+    return None
+
+
+def _metadata_url(check: BearerCheck | None, *, served: bool) -> Callable[[HTTPConnection], str | None]:
+    """Where a challenge points for the resource's metadata: the check's own URL, else the document this app serves
+    (on the request's own origin), else nowhere."""
+
+    def url(conn: HTTPConnection) -> str | None:
+        if check is not None and check.resource_metadata_url is not None:
+            return check.resource_metadata_url
+        if not served:
+            return None
+        return f"{conn.url.scheme}://{conn.url.netloc}{PRM_PATH}{_MCP_PATH}"
+
+    return url
+
+
 def build_app(
     server: Askback,
     *,
     token_verifier: TokenVerifier | None = None,
+    bearer: BearerCheck | None = None,
     host: str = "127.0.0.1",
     json_response: bool = False,
     allow_anonymous: bool | None = None,
@@ -220,8 +316,10 @@ def build_app(
 ) -> Starlette:
     """The ASGI app serving `server`. The store is opened before the first request is taken.
 
-    `allow_anonymous` (default: only with demo authentication) serves requests without a token as the user
-    `anonymous`; otherwise they get 401. `mounts` adds routes beside `/mcp`, each under its own auth policy, after
+    Bearer tokens are checked by `bearer`, else by the app's own bearer port (an extension such as
+    `askback.identity.ResourceServer`), else by `token_verifier` (the SDK's protocol), else, with `demo_auth`, by
+    the demo's; with none of them requests are not authenticated. `allow_anonymous` (default: only with demo
+    authentication) serves requests without a token as the user `anonymous`; otherwise they get 401. `mounts` adds routes beside `/mcp`, each under its own auth policy, after
     the server's own (`server.mounts`: its `mounts=` and its extensions'); one of those given again is served once.
     """
     given = [*server.mounts, *mounts]
@@ -229,9 +327,10 @@ def build_app(
     paths = [m.path.rstrip("/") for m in mounts]
     if len(set(paths)) != len(paths):
         raise DefinitionError(f"two mounts share a path: {sorted(p for p in paths if paths.count(p) > 1)}")
-    verifier = token_verifier or (DemoTokenVerifier() if server.settings.demo_auth else None)
+    check = bearer_check(server, bearer=bearer, token_verifier=token_verifier)
     if allow_anonymous is None:
-        allow_anonymous = token_verifier is None
+        allow_anonymous = bearer is None and server.ports.bearer is None and token_verifier is None
+    metadata_url = _metadata_url(check, served=any(m.path.rstrip("/") == PRM_PATH for m in mounts))
     # 2026-07-28 requests are served statelessly whatever this says; a 2025-11-25 client that sends `initialize`
     # gets a session (stateful, streamed), which is how its questions can be pushed to it.
     mcp_app = server.mcp.streamable_http_app(
@@ -274,15 +373,16 @@ def build_app(
         Middleware(_EraGuard),
         Middleware(_VersionHeaderRequired, path=_MCP_PATH),
     ]
-    if verifier is not None:
+    if check is not None:
         middleware += [
             Middleware(
                 AuthenticationMiddleware,
-                backend=BearerBackend(verifier, allow_anonymous=allow_anonymous, policies=policies),
-                on_error=auth_error,
+                backend=BearerBackend(check, allow_anonymous=allow_anonymous, policies=policies),
+                on_error=auth_error_for(metadata_url),
             ),
             Middleware(AuthContextMiddleware),
         ]
+    middleware.append(Middleware(_ScopeGuard, path=_MCP_PATH, scopes=server.tool_scopes, metadata_url=metadata_url))
     routes: list[Any] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

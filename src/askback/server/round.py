@@ -24,6 +24,7 @@ from askback.clock import Clock
 from askback.core import flow as core_flow
 from askback.core import round as decision
 from askback.core import round_plan as plan
+from askback.core.caller import Caller
 from askback.core.flow import AccountsPort, as_json
 from askback.core.state import FlowState
 from askback.db.classify import DRIVER_ERRORS, unavailable_error
@@ -71,11 +72,12 @@ async def run_round(
     handler: Handler,
     arguments: dict[str, Any],
     ctx: Context[Any, Any],
-    principal: str | None,
+    caller: Caller | None,
 ) -> CallToolResult | InputRequiredResult:
-    """Drive one round's plan to its outcome: answer it, or raise its error (askback's own, or the handler's)."""
+    """Drive one round's plan to its outcome: answer it, or raise its error (askback's own, or the handler's).
+    `caller`: who the request's token names (`None` on an unauthenticated transport)."""
     plaintext = ctx.request_state
-    io = _RoundIO(config, handler, arguments, ctx, principal)
+    io = _RoundIO(config, handler, arguments, ctx, caller)
     request = plan.RoundRequest(
         sealed=plaintext is not None,
         state=FlowState.decode(plaintext) if plaintext is not None else None,
@@ -110,13 +112,14 @@ class _RoundIO:
         handler: Handler,
         arguments: dict[str, Any],
         ctx: Context[Any, Any],
-        principal: str | None,
+        caller: Caller | None,
     ) -> None:
         self.config = config
         self.handler = handler
         self.arguments = arguments
         self.ctx = ctx
-        self.principal = principal
+        self.caller = caller
+        principal = self.principal = caller.principal if caller is not None else None
         self.now = config.clock.now()
         self.instance = instance_id()
         # Connected accounts as this caller sees them (when the app has them), closed when the round ends.
@@ -215,6 +218,7 @@ class _RoundIO:
             run_effect=effects.run,
             accounts=self.accounts,
             new_id=self.config.new_id,
+            caller=self.caller,
         )
         kwargs = dict(self.arguments)
         if self.handler.flow_param is not None:

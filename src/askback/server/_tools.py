@@ -1,0 +1,92 @@
+"""How a handler becomes an SDK tool: the checks made when it is defined, and the function the SDK calls.
+
+The SDK builds a tool's input schema from the function it is given. `sdk_function` gives it one with the handler's
+own parameters, minus the `Flow` and the SDK `Context` askback passes itself, plus a keyword-only context through
+which the call reaches askback.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from mcp.server.mcpserver import Context
+
+from askback.core.flow import Flow
+from askback.core.questions import Question
+from askback.errors import DefinitionError
+from askback.server.round import Handler
+
+__all__ = ["check_questions", "checked_scopes", "sdk_function"]
+
+_CTX = "askback_context"
+# RFC 6749 section 3.3: a scope token is printable ASCII without space, `"` or `\`.
+_SCOPE = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]{1,128}")
+
+
+def check_questions(tool: str, asks: Sequence[Question[Any]]) -> tuple[Question[Any], ...]:
+    """`asks` as given, when they are questions with distinct keys."""
+    for q in asks:
+        if not isinstance(q, Question):
+            raise DefinitionError(f"tool {tool!r}: asks= takes Question objects, got {type(q).__name__}")
+    keys = [q.key for q in asks]
+    if len(set(keys)) != len(keys):
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        raise DefinitionError(f"tool {tool!r} lists two questions with the key(s) {dupes}; keys must differ")
+    return tuple(asks)
+
+
+def checked_scopes(tool: str, scopes: Sequence[str]) -> tuple[str, ...]:
+    """The OAuth scopes a tool needs, as given, each a valid scope token (RFC 6749 section 3.3), none twice."""
+    if isinstance(scopes, str):
+        raise DefinitionError(f"tool {tool!r}: scopes= takes a list of scopes, e.g. scopes=[{scopes!r}]")
+    found: list[str] = []
+    for scope in scopes:
+        if not isinstance(scope, str) or not _SCOPE.fullmatch(scope):
+            raise DefinitionError(
+                f"tool {tool!r}: {scope!r} is not an OAuth scope (1 to 128 printable ASCII characters, no space, "
+                "quote or backslash)"
+            )
+        if scope not in found:
+            found.append(scope)
+    return tuple(found)
+
+
+def sdk_function(
+    tool: str,
+    fn: Callable[..., Awaitable[Any]],
+    call: Callable[[Handler, dict[str, Any], Context[Any, Any]], Awaitable[Any]],
+) -> Callable[..., Awaitable[Any]]:
+    """The function the SDK registers for handler `fn`: the handler's signature without its `Flow` and `Context`
+    parameters; calling it runs `call(handler, arguments, ctx)`."""
+    if not inspect.iscoroutinefunction(fn):
+        raise DefinitionError(f"tool {tool!r} must be an async function")
+    hints = typing.get_type_hints(fn, include_extras=True)
+    sig = inspect.signature(fn)
+    flow_param = next((p for p in sig.parameters if hints.get(p) is Flow), None)
+    ctx_param = next(
+        (p for p in sig.parameters if isinstance(hints.get(p), type) and issubclass(hints[p], Context)), None
+    )
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in sig.parameters.values()
+        if p.name not in (flow_param, ctx_param)
+    ]
+    params.append(inspect.Parameter(_CTX, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+    returns = hints.get("return", sig.return_annotation)
+    handler = Handler(tool, fn, flow_param, ctx_param)
+
+    async def run_tool(**kwargs: Any) -> Any:
+        ctx: Context[Any, Any] = kwargs.pop(_CTX)
+        return await call(handler, kwargs, ctx)
+
+    run_tool.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
+    run_tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+    run_tool.__name__ = fn.__name__
+    run_tool.__qualname__ = fn.__qualname__
+    run_tool.__module__ = fn.__module__
+    run_tool.__doc__ = fn.__doc__
+    return run_tool
