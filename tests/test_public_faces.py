@@ -244,9 +244,12 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "DefinitionError",
                 "EffectInProgressError",
                 "HeaderMismatchError",
+                "InsufficientScopeError",
                 "InvalidAnswerError",
                 "InvalidParamsError",
                 "InvalidStateError",
+                "InvalidTokenError",
+                "IssuerUnavailableError",
                 "ListenError",
                 "MissingCapabilityError",
                 "ProbeError",
@@ -298,6 +301,7 @@ def test_every_exported_name_resolves_and_is_listed(face: str) -> None:
     namespace: dict[str, object] = {}
     exec(f"from {face} import *", namespace)
     assert set(namespace) - {"__builtins__"} == set(module.__all__)
+    assert all(namespace[name] is not None for name in module.__all__)
     assert set(module.__all__) <= set(dir(module))
 
 
