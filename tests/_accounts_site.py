@@ -1,7 +1,8 @@
 """The hosted account pages served on loopback for a test module: a SQLite store with every schema history, a real
 vault, an OAuth connection discovered from oidc-provider and an API-key connection, the development sign-in, a
-frozen clock, and uvicorn on the module's listening socket. Chromium helpers for a person using them, and the
-OAuth callback a test holds itself when no askback page receives it (`Callback`)."""
+frozen clock, and uvicorn on the module's listening socket. Chromium helpers for a person using them, the one way
+through oidc-provider's development login and consent pages (`sign_in_at_the_provider`, `consent_at_the_provider`),
+and the OAuth callback a test holds itself when no askback page receives it (`Callback`)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,15 @@ import contextlib
 import re
 import secrets
 import socket
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-import anyio
 import httpx
-import uvicorn
 from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -35,13 +33,16 @@ from askback.accounts.vault import Vault, new_key
 from askback.clock import FrozenClock
 from askback.db.migrate import all_components
 from askback.store import Store
-from infra import OidcProvider
+from infra import OidcProvider, QuietHandler, async_browser_context, serving_asgi
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page
 
 PREFIX = "/accounts"
-STEP_TIMEOUT_MS = 10_000
+LINK_TTL = 600
+"""How long a link of the site lives until it is opened."""
+VISIT_TTL = 1800
+"""How long a person may take at the provider once the link is opened (the service's default)."""
 
 
 @dataclass
@@ -81,17 +82,7 @@ async def serve_site(
 ) -> AsyncIterator[Site]:
     base = f"http://127.0.0.1:{listener.getsockname()[1]}"
     store = await Store.open(f"sqlite:///{database}", migrate=True, components=all_components())
-    oauth = await discover(
-        OAuthConnection(
-            name="oidc",
-            client_id=provider.client_id,
-            client_secret=SecretStr(provider.client_secret),
-            issuer=provider.issuer,
-            scopes=("openid", "offline_access"),
-            # oidc-provider keeps offline_access (a refresh token) only when consent is prompted for.
-            authorize_params={"prompt": "consent"},
-        )
-    )
+    oauth = await discovered_oidc(provider)
     connections = Connections([oauth, ApiKeyConnection(name="notes", label="Notes API key")])
     vault = Vault(new_key())
     clock = FrozenClock(at=time.time())
@@ -111,12 +102,9 @@ async def serve_site(
     verifier = DevelopmentSignIn(secrets.token_bytes(32))
     # Mounted under the prefix, as `build_app(mounts=[Mounted(PREFIX, pages, auth=Open())])` serves them.
     served = Starlette(routes=[Mount(PREFIX, app=pages_app(service, verifier))])
-    server = uvicorn.Server(uvicorn.Config(served, lifespan="off", log_level="warning", timeout_graceful_shutdown=5))
     try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(server.serve, [listener])
+        async with serving_asgi(served, listener, lifespan="off"):
             yield Site(base, service, accounts, vault, clock, verifier, provider, database)
-            server.should_exit = True
     finally:
         await tokens.aclose()
         await store.close()
@@ -124,9 +112,7 @@ async def serve_site(
 
 async def new_person(browser: Browser, site: Site, user: str | None = None) -> tuple[BrowserContext, Page]:
     """A browser context of its own (a person's own browser), signed in as `user` when given."""
-    context = await browser.new_context()
-    context.set_default_timeout(STEP_TIMEOUT_MS)
-    context.set_default_navigation_timeout(STEP_TIMEOUT_MS)
+    context = await async_browser_context(browser)
     if user is not None:
         await context.add_cookies(
             [{"name": DevelopmentSignIn.COOKIE, "value": site.verifier.cookie_value(user), "url": site.base}]
@@ -136,6 +122,43 @@ async def new_person(browser: Browser, site: Site, user: str | None = None) -> t
 
 async def main_text(page: Page) -> str:
     return " ".join((await page.locator("main").inner_text()).split())
+
+
+async def discovered_oidc(provider: OidcProvider) -> OAuthConnection:
+    """The OAuth connection `oidc` to oidc-provider, its endpoints discovered from its metadata, asking for a refresh
+    token (oidc-provider keeps offline_access only when consent is prompted for)."""
+    return await discover(
+        OAuthConnection(
+            name="oidc",
+            client_id=provider.client_id,
+            client_secret=SecretStr(provider.client_secret),
+            issuer=provider.issuer,
+            scopes=("openid", "offline_access"),
+            authorize_params={"prompt": "consent"},
+        )
+    )
+
+
+async def sign_in_at_the_provider(page: Page, issuer: str, *, user: str = "alice") -> None:
+    """oidc-provider's development login as a person goes through it: once `page` is at the provider (`issuer`),
+    sign in as `user` (any password does) and wait for the consent page."""
+    await page.wait_for_url(lambda u: u.startswith(issuer))
+    assert await page.locator("h1").inner_text() == "Sign-in"
+    await page.fill("input[name=login]", user)
+    await page.fill("input[name=password]", "anything")
+    await page.click("button[type=submit]")
+    await page.locator("h1", has_text="Authorize").wait_for()
+
+
+async def consent(page: Page) -> None:
+    """Consent on oidc-provider's consent page: the provider then sends the browser to the client's redirect URI."""
+    await page.get_by_role("button", name="Continue").click()
+
+
+async def consent_at_the_provider(page: Page, issuer: str, *, user: str = "alice") -> None:
+    """Sign in at oidc-provider as `user` (`sign_in_at_the_provider`) and consent."""
+    await sign_in_at_the_provider(page, issuer, user=user)
+    await consent(page)
 
 
 async def consent_and_hold_the_callback(page: Page, site: Site, link: str) -> str:
@@ -165,17 +188,13 @@ async def consent_and_hold_the_callback(page: Page, site: Site, link: str) -> st
         await route.fulfill(status=200, content_type="text/html", body="<title>Held</title><h1>Held</h1>")
 
     await page.goto(link)
-    await page.wait_for_url(lambda u: u.startswith(site.provider.issuer))
-    await page.fill("input[name=login]", "alice")
-    await page.fill("input[name=password]", "anything")
-    await page.click("button[type=submit]")
-    await page.locator("h1", has_text="Authorize").wait_for()
+    await sign_in_at_the_provider(page, site.provider.issuer)
 
     def at_the_provider(url: str) -> bool:
         return url.startswith(site.provider.issuer)
 
     await page.route(at_the_provider, hold)
-    await page.get_by_role("button", name="Continue").click()
+    await consent(page)
     await page.locator("h1", has_text="Held").wait_for()
     await page.unroute(at_the_provider, hold)
     assert len(held) == 1
@@ -201,32 +220,12 @@ class Callback:
         received: list[str] = []
         self.received = received
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 if self.path.startswith("/callback"):
                     received.append(f"http://127.0.0.1:{self.server.server_address[1]}{self.path}")
                 body = b"<!doctype html><title>Connected</title><p>You can close this window."
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.answer(200, body, "text/html; charset=utf-8")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.uri = f"http://127.0.0.1:{self.server.server_address[1]}/callback"
-
-
-@contextlib.contextmanager
-def serving(server: ThreadingHTTPServer) -> Iterator[None]:
-    """A standard-library HTTP server answering on its own thread until the block ends."""
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -1,4 +1,6 @@
-"""Real infrastructure for tests, on loopback: a PostgreSQL server, `askback serve` instances, and nginx in front.
+"""Real infrastructure for tests, on loopback: a PostgreSQL server, `askback serve` instances, nginx in front,
+oidc-provider, Debian's Chromium, and a test's own small servers (a standard-library one on a thread, an ASGI app
+under uvicorn).
 
 Every piece runs from a temporary folder and is stopped at the end, also when a test fails. PostgreSQL and nginx
 come from Debian's packages (`.ci/run` installs them when missing). No sleeps: waits poll a condition with a
@@ -15,14 +17,17 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
@@ -30,7 +35,9 @@ from askback.testing import free_port
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser as AsyncBrowser
+    from playwright.async_api import BrowserContext as AsyncBrowserContext
     from playwright.sync_api import Browser as SyncBrowser
+    from playwright.sync_api import BrowserContext as SyncBrowserContext
 
 # The repository and the tests' fixture modules, for every test whatever folder it sits in: fixture servers are
 # served as `tests.fixtures.x:server` with the repository as their working directory.
@@ -378,6 +385,18 @@ class OidcProvider:
     log: Path = field(default_factory=lambda: Path("/dev/null"))
     metadata: dict[str, Any] = field(default_factory=dict)
     """The discovery document, read once the provider answers."""
+    resources: dict[str, dict[str, str]] | None = None
+    """RFC 8707 resources by URL, each `{"scope": "a b", "audience"?: "..."}`: their tokens are RFC 9068 JWTs."""
+    client_credentials: bool = False
+    """The client_credentials grant enabled, and allowed to the client."""
+    registration: bool = False
+    """Open dynamic client registration (RFC 7591)."""
+    jwks: dict[str, Any] | None = None
+    """`{"keys": [private JWKs]}` to sign with; None: oidc-provider's development key."""
+    scopes: list[str] | None = None
+    """The provider's scopes; None: openid, offline_access, read, write."""
+    extra_clients: list[dict[str, Any]] = field(default_factory=list)
+    """More clients' metadata, after the one above."""
 
     @property
     def issuer(self) -> str:
@@ -395,21 +414,59 @@ class OidcProvider:
     def revocation_endpoint(self) -> str:
         return str(self.metadata["revocation_endpoint"])
 
+    @property
+    def jwks_uri(self) -> str:
+        return str(self.metadata["jwks_uri"])
+
     def config(self) -> dict[str, Any]:
+        grant_types = ["authorization_code", "refresh_token"]
+        if self.client_credentials:
+            grant_types.append("client_credentials")
         client = {
             "client_id": self.client_id,
             "client_secret": self.client_secret,
             "redirect_uris": self.redirect_uris,
-            "grant_types": ["authorization_code", "refresh_token"],
+            "grant_types": grant_types,
             "response_types": ["code"],
             "token_endpoint_auth_method": self.token_endpoint_auth_method,
         }
-        return {
+        config: dict[str, Any] = {
             "port": self.port,
             "accessTokenTtl": self.access_token_ttl,
             "refreshTokenTtl": self.refresh_token_ttl,
-            "clients": [client],
+            "clients": [client, *self.extra_clients],
         }
+        if self.resources is not None:
+            config["resources"] = self.resources
+        if self.client_credentials:
+            config["clientCredentials"] = True
+        if self.registration:
+            config["registration"] = True
+        if self.jwks is not None:
+            config["jwks"] = self.jwks
+        if self.scopes is not None:
+            config["scopes"] = self.scopes
+        return config
+
+    def client_credentials_token(self, resource: str, scope: str) -> str:
+        """A fresh access token for `resource` with `scope`, from the client_credentials grant (basic auth)."""
+        response = httpx.post(
+            self.token_endpoint,
+            data={"grant_type": "client_credentials", "resource": resource, "scope": scope},
+            auth=(self.client_id, self.client_secret),
+            timeout=10,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(f"client_credentials at {self.token_endpoint}: {response.status_code} {response.text}")
+        token: str = response.json()["access_token"]
+        return token
+
+    def restart(self, *, jwks: dict[str, Any] | None = None) -> None:
+        """Stop, then start again on the same port and issuer with `jwks` as the signing keys (its state, in memory,
+        is gone: clients in the configuration stay, tokens and grants do not)."""
+        self.stop()
+        self.jwks = jwks
+        self.start()
 
     def start(self) -> None:
         node = interop_node()
@@ -447,7 +504,8 @@ class OidcProvider:
 
     def counters(self) -> dict[str, Any]:
         """Requests that reached the provider since it started or since `reset_counters()`:
-        `{"token": {"authorization_code": n, "refresh_token": n, ...}, "revocation": n, "refresh_token_reuse": n}`."""
+        `{"token": {"authorization_code": n, "refresh_token": n, ...}, "revocation": n, "refresh_token_reuse": n}`,
+        and `"jwks": n` (GET /jwks) when `resources` or `jwks` is set."""
         response = httpx.get(f"{self.issuer}/__counters", timeout=5)
         response.raise_for_status()
         counts: dict[str, Any] = response.json()
@@ -470,12 +528,31 @@ class OidcProvider:
 
 @contextlib.contextmanager
 def oidc_provider(
-    redirect_uris: list[str], *, access_token_ttl: int = 60, refresh_token_ttl: int = 86400
+    redirect_uris: list[str],
+    *,
+    access_token_ttl: int = 60,
+    refresh_token_ttl: int = 86400,
+    resources: dict[str, dict[str, str]] | None = None,
+    client_credentials: bool = False,
+    registration: bool = False,
+    jwks: dict[str, Any] | None = None,
+    scopes: list[str] | None = None,
+    extra_clients: list[dict[str, Any]] | None = None,
+    port: int | None = None,
 ) -> Iterator[OidcProvider]:
     """A fresh authorization server (its state lives in memory) for the block; its log is printed to stderr when the
-    block raises, so pytest shows it with the failure."""
+    block raises, so pytest shows it with the failure. The keyword arguments are `OidcProvider`'s fields."""
     provider = OidcProvider(
-        redirect_uris=list(redirect_uris), access_token_ttl=access_token_ttl, refresh_token_ttl=refresh_token_ttl
+        redirect_uris=list(redirect_uris),
+        access_token_ttl=access_token_ttl,
+        refresh_token_ttl=refresh_token_ttl,
+        resources=resources,
+        client_credentials=client_credentials,
+        registration=registration,
+        jwks=jwks,
+        scopes=scopes,
+        extra_clients=list(extra_clients or []),
+        port=free_port() if port is None else port,
     )
     try:
         provider.start()  # when the start fails, its error carries the log
@@ -531,3 +608,100 @@ async def async_chromium() -> AsyncIterator[AsyncBrowser]:
             yield browser
         finally:
             await browser.close()
+
+
+STEP_TIMEOUT_MS = 10_000
+"""How long one browser step (a click, a navigation, a wait for an element) may take before the test fails."""
+
+
+def browser_context(browser: SyncBrowser, *, timeout_ms: float = STEP_TIMEOUT_MS) -> SyncBrowserContext:
+    """A fresh context of `browser` (a person's own browser, cookies of its own), each step bounded by `timeout_ms`;
+    it is closed with the browser, or earlier by the test."""
+    context = browser.new_context()
+    context.set_default_timeout(timeout_ms)
+    context.set_default_navigation_timeout(timeout_ms)
+    return context
+
+
+async def async_browser_context(browser: AsyncBrowser, *, timeout_ms: float = STEP_TIMEOUT_MS) -> AsyncBrowserContext:
+    """`browser_context` with Playwright's async API."""
+    context = await browser.new_context()
+    context.set_default_timeout(timeout_ms)
+    context.set_default_navigation_timeout(timeout_ms)
+    return context
+
+
+# A test's own servers on 127.0.0.1 (a provider's stand-in, a resource server, a redirect URI, another site), and
+# an ASGI app under uvicorn on a listening socket: each answers until its block ends, also when the test fails.
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler of a test's own standard-library server: `answer` sends a whole response, and no request
+    is logged (a test records what it needs itself)."""
+
+    def answer(
+        self,
+        status: int,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving_http(server: HTTPServer) -> Iterator[str]:
+    """`server` (bound on 127.0.0.1) answering on a thread of its own until the block ends; yields its base URL."""
+    # shutdown() returns at the serving loop's next poll: a short interval keeps each test quick.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@contextlib.asynccontextmanager
+async def serving_asgi(
+    app: Any,
+    listener: socket.socket,
+    *,
+    lifespan: Literal["auto", "on", "off"] = "auto",
+    log_level: str = "warning",
+) -> AsyncIterator[str]:
+    """The ASGI `app` under uvicorn on `listener` (a loopback socket already listening, as the `listener` fixture
+    gives), on the running event loop until the block ends; yields its base URL once uvicorn has started."""
+    import anyio
+    import uvicorn
+
+    ready = anyio.Event()
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await super().startup(sockets)
+            finally:
+                ready.set()  # started, or gave up (the app's startup failed): `started` says which
+
+    server = Server(uvicorn.Config(app, lifespan=lifespan, log_level=log_level, timeout_graceful_shutdown=5))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(server.serve, [listener])
+        try:
+            with anyio.fail_after(15):
+                await ready.wait()
+            if not server.started:
+                raise RuntimeError("uvicorn did not start the app (its log above says why)")
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        finally:
+            server.should_exit = True

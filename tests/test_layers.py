@@ -117,6 +117,7 @@ def test_the_shared_layers_never_import_a_product(folder: str) -> None:
                     "askback.server",
                     "askback.accounts",
                     "askback.runtime",
+                    "askback.identity",
                     "askback.cli",
                     "askback.demo",
                     "askback.testing",
@@ -149,12 +150,15 @@ def test_importing_askback_does_not_import_the_server_stack() -> None:
     assert not {m.split(".")[0] for m in loaded} & {"sqlalchemy", "starlette", "uvicorn", "mcp"}
 
 
-PRODUCTS = {"server": "askback.server", "accounts": "askback.accounts", "runtime": "askback.runtime"}
+PRODUCTS = {
+    "server": "askback.server",
+    "accounts": "askback.accounts",
+    "runtime": "askback.runtime",
+    "identity": "askback.identity",
+}
 
 
-@pytest.mark.parametrize(
-    ("folder", "other"), [(a, b) for a in ("server", "accounts", "runtime") for b in PRODUCTS if a != b]
-)
+@pytest.mark.parametrize(("folder", "other"), [(a, b) for a in PRODUCTS for b in PRODUCTS if a != b])
 def test_a_product_never_imports_another_product(folder: str, other: str) -> None:
     for path in modules_under(folder):
         for imported in imports_in(path):

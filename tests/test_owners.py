@@ -34,6 +34,7 @@ HANDLER_SURFACE = {
     "arguments",
     "ask",
     "ask_all",
+    "caller",
     "capabilities",
     "connect",
     "flow_id",

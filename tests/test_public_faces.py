@@ -103,6 +103,10 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         ),
         frozenset(),
     ),
+    "askback.identity": (
+        frozenset({"IdentitySettings", "PeopleSignIn", "ResourceServer", "load_identity_settings"}),
+        frozenset(),
+    ),
     "askback.accounts": (
         frozenset(
             {
@@ -275,10 +279,13 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"MIGRATIONS", "Completion", "EffectClaim", "HeldAnswers", "RoundClaim", "RoundRecord", "Store"}),
         frozenset({"alembic", "anyio", "opentelemetry", "sqlalchemy"}),
     ),
-    "askback.pages": (frozenset({"PageKit", "security_headers"}), frozenset({"anyio", "jinja2", "starlette"})),
+    "askback.pages": (
+        frozenset({"PageKit", "SignIn", "safe_next_path", "security_headers"}),
+        frozenset({"anyio", "jinja2", "starlette"}),
+    ),
 }
 
-LAZY = ("askback", "askback.server", "askback.runtime", "askback.accounts")
+LAZY = ("askback", "askback.server", "askback.runtime", "askback.accounts", "askback.identity")
 
 
 def loaded_after(statement: str) -> set[str]:

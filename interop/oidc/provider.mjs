@@ -19,8 +19,21 @@
 //       "grant_types": ["authorization_code", "refresh_token"],
 //       "response_types": ["code"],
 //       "token_endpoint_auth_method": "client_secret_basic"
-//     }]
+//     }],
+//     "resources": {                 // RFC 8707 resource indicators; absent: none is accepted
+//       "http://127.0.0.1:8000/mcp": {"scope": "read deploy", "audience": "..."}
+//     },
+//     "clientCredentials": false,    // true: the client_credentials grant (give a client that grant type)
+//     "registration": false,         // true: open dynamic client registration (RFC 7591) at /reg
+//     "jwks": {"keys": [...]}        // private JWKs to sign with (an RSA key among them); default: the dev key
 //   }
+//
+// Resources: a token asked for a listed resource (`resource=` at /auth or /token) is a JWT access token (RFC 9068:
+// header typ at+jwt, signed RS256 with the first RSA key of `jwks`, claims iss, sub, aud, client_id, scope, iat,
+// exp, jti), its `aud` the resource URL or the given `audience`, for at most the listed scope. A request naming no
+// resource gets the first listed one; the authorization code's granted resource is used at /token. For
+// client_credentials, `sub` is the client_id. Restarting the provider with another `jwks` rotates the keys: the old
+// kid is no longer published at /jwks.
 //
 // The issuer is http://127.0.0.1:<port>. When the server is ready it prints one line to stdout,
 // `listening http://127.0.0.1:<port>`; oidc-provider's development warnings go to stderr.
@@ -58,13 +71,14 @@
 // Counters, so tests can count what reaches the provider (in memory, per process):
 // - GET /__counters -> {"token": {"authorization_code": n, "refresh_token": n, ...other grant types as seen},
 //   "revocation": n, "refresh_token_reuse": n}: token-endpoint POSTs by their grant_type, successful or not;
-//   revocation-endpoint POSTs; refreshes refused because the refresh token had already been used.
+//   revocation-endpoint POSTs; refreshes refused because the refresh token had already been used. When the
+//   configuration names `resources` or `jwks`, also `"jwks": n`, the GET /jwks requests.
 // - POST /__counters/reset -> 204, every count back to 0.
 
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 
-import Provider from 'oidc-provider';
+import Provider, { errors } from 'oidc-provider';
 
 const { values: args } = parseArgs({
   options: { port: { type: 'string' }, config: { type: 'string' } },
@@ -104,8 +118,23 @@ const clients = (config.clients ?? [{}]).map((client) => ({
   ...client,
 }));
 
-const emptyCounters = () => ({ token: { authorization_code: 0, refresh_token: 0 }, revocation: 0, refresh_token_reuse: 0 });
+const countJwks = config.resources !== undefined || config.jwks !== undefined;
+const emptyCounters = () => ({
+  token: { authorization_code: 0, refresh_token: 0 },
+  revocation: 0,
+  refresh_token_reuse: 0,
+  ...(countJwks && { jwks: 0 }),
+});
 let counters = emptyCounters();
+
+const resources = config.resources ?? {};
+if (resources === null || typeof resources !== 'object' || Array.isArray(resources)) {
+  fail('resources must be an object from resource URL to {"scope": "...", "audience"?: "..."}');
+}
+for (const [url, info] of Object.entries(resources)) {
+  if (typeof info?.scope !== 'string') fail(`resources[${url}].scope must be a space-separated string`);
+}
+const resourceUrls = Object.keys(resources);
 
 // Listen first: the issuer must name the port, which is only known now when port 0 was asked for.
 const server = http.createServer();
@@ -127,9 +156,31 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: true },
     revocation: { enabled: true },
     introspection: { enabled: true },
+    clientCredentials: { enabled: config.clientCredentials === true },
+    registration: { enabled: config.registration === true, initialAccessToken: false },
+    ...(resourceUrls.length > 0 && {
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: async (ctx, client, oneOf) => oneOf ?? resourceUrls[0],
+        useGrantedResource: async () => true,
+        getResourceServerInfo: async (ctx, resourceIndicator) => {
+          const info = resources[resourceIndicator];
+          if (info === undefined) throw new errors.InvalidTarget();
+          return {
+            scope: info.scope,
+            ...(info.audience !== undefined && { audience: info.audience }),
+            accessTokenTTL: accessTokenTtl,
+            accessTokenFormat: 'jwt',
+            jwt: { sign: { alg: 'RS256' } },
+          };
+        },
+      },
+    }),
   },
+  ...(config.jwks !== undefined && { jwks: config.jwks }),
   ttl: {
     AccessToken: accessTokenTtl,
+    ClientCredentials: accessTokenTtl,
     AuthorizationCode: 60,
     IdToken: 3600,
     RefreshToken: refreshTokenTtl,
@@ -166,7 +217,9 @@ provider.use(async (ctx, next) => {
   } finally {
     // Counted after the route ran, since the route is what parses the form body; its errors are answered by
     // oidc-provider inside next(), so refused requests are counted too.
-    if (ctx.method === 'POST' && ctx.path === '/token') {
+    if (ctx.method === 'GET' && ctx.path === '/jwks' && countJwks) {
+      counters.jwks += 1;
+    } else if (ctx.method === 'POST' && ctx.path === '/token') {
       const grantType = String(ctx.oidc?.body?.grant_type ?? '(none)');
       counters.token[grantType] = (counters.token[grantType] ?? 0) + 1;
     } else if (ctx.method === 'POST' && ctx.path === '/token/revocation') {

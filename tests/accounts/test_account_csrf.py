@@ -14,12 +14,10 @@ httpx for requests no browser would send.
 from __future__ import annotations
 
 import secrets
-import socket
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from html import escape
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from http.server import ThreadingHTTPServer
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -33,35 +31,16 @@ from _accounts_site import (
     form_token,
     main_text,
     new_person,
-    serve_site,
 )
 from askback.accounts.pages import BROWSER_COOKIE, CSRF_COOKIE, DevelopmentSignIn, pages_app
 from askback.accounts.service import AccountService
 from askback.accounts.status import Status
-from infra import OidcProvider
+from infra import QuietHandler, serving_http
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
-
-LINK_TTL = 600
-VISIT_TTL = 1800
-
-
-@pytest.fixture(scope="module")
-async def site(
-    listener: socket.socket, provider: OidcProvider, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Site]:
-    database = tmp_path_factory.mktemp("csrf") / "askback.db"
-    async with serve_site(listener, provider, database, link_ttl=LINK_TTL, provider_visit_ttl=VISIT_TTL) as served:
-        yield served
-
-
-@pytest.fixture
-async def http(site: Site) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=site.base, timeout=10, follow_redirects=False) as client:
-        yield client
 
 
 class OtherSite:
@@ -69,7 +48,7 @@ class OtherSite:
     hidden fields k=v... to URL, as a page anywhere on the web can."""
 
     def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 fields = parse_qsl(urlsplit(self.path).query)
                 action = dict(fields).pop("action")
@@ -80,14 +59,7 @@ class OtherSite:
                     f'<!doctype html><title>A page elsewhere</title><form method="post" action="{escape(action)}">'
                     f'{hidden}<button type="submit">Win a prize</button></form>'
                 ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.answer(200, body, "text/html; charset=utf-8")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.origin = f"http://localhost:{self.server.server_address[1]}"
@@ -99,14 +71,8 @@ class OtherSite:
 @pytest.fixture(scope="module")
 def elsewhere() -> Iterator[OtherSite]:
     other = OtherSite()
-    thread = threading.Thread(target=other.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving_http(other.server):
         yield other
-    finally:
-        other.server.shutdown()
-        other.server.server_close()
-        thread.join(timeout=5)
 
 
 # --- login CSRF through the development sign-in ---------------------------------------------------------------------

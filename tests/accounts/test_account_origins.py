@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -48,6 +47,7 @@ from askback.clock import FrozenClock
 from askback.db.migrate import all_components
 from askback.errors import AskbackError, ConfigurationError, CredentialOriginError, DefinitionError
 from askback.store import Store
+from infra import QuietHandler, serving_http
 
 WAIT = 15
 TOKEN = "at-canary-" + "7" * 24
@@ -162,7 +162,7 @@ def metadata_server(userinfo: str) -> Iterator[str]:
     """An authorization server's metadata document at its issuer, naming `userinfo` as its userinfo endpoint."""
     issuer: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             document = {
                 "issuer": issuer[0],
@@ -170,19 +170,11 @@ def metadata_server(userinfo: str) -> Iterator[str]:
                 "token_endpoint": f"{issuer[0]}/token",
                 "userinfo_endpoint": userinfo,
             }
-            body = json.dumps(document).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.answer(200, json.dumps(document).encode())
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     issuer.append(f"http://127.0.0.1:{server.server_address[1]}")
-    with serving(server):
+    with serving_http(server):
         yield issuer[0]
 
 
@@ -226,47 +218,24 @@ class Recorder:
 def recorder() -> Recorder:
     made: list[Recorder] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             made[0].seen.append(Seen(parts.path, self.headers.get("Authorization"), self.headers.get("X-Api-Key")))
             if parts.path == "/to":
-                self.send_response(302)
-                self.send_header("Location", parse_qs(parts.query)["url"][0])
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.answer(302, headers={"Location": parse_qs(parts.query)["url"][0]})
                 return
-            body = b'{"ok": true}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.answer(200, b'{"ok": true}')
 
     made.append(Recorder(ThreadingHTTPServer(("127.0.0.1", 0), Handler)))
     return made[0]
-
-
-@contextlib.contextmanager
-def serving(server: ThreadingHTTPServer) -> Iterator[None]:
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture
 def api() -> Iterator[Recorder]:
     """The API the connections' credential is for."""
     served = recorder()
-    with serving(served.server):
+    with serving_http(served.server):
         yield served
 
 
@@ -274,7 +243,7 @@ def api() -> Iterator[Recorder]:
 def other() -> Iterator[Recorder]:
     """Somewhere else on loopback: another origin (same host, another port)."""
     served = recorder()
-    with serving(served.server):
+    with serving_http(served.server):
         yield served
 
 

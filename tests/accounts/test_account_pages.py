@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,33 +20,22 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from _accounts_site import PREFIX, STEP_TIMEOUT_MS, Site, main_text, serve_site
+from _accounts_site import (
+    LINK_TTL,
+    PREFIX,
+    Site,
+    consent_at_the_provider,
+    form_token,
+    main_text,
+    new_person,
+)
 from askback.accounts.pages import MAX_FORM_BYTES, DevelopmentSignIn
 from askback.accounts.status import Status
-from infra import OidcProvider
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Response
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
-
-LINK_TTL = 600
-VISIT_TTL = 1800  # the service's default: these tests are about the link, not the visit
-
-
-@pytest.fixture(scope="module")
-async def site(
-    listener: socket.socket, provider: OidcProvider, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Site]:
-    database = tmp_path_factory.mktemp("pages") / "askback.db"
-    async with serve_site(listener, provider, database, link_ttl=LINK_TTL, provider_visit_ttl=VISIT_TTL) as served:
-        yield served
-
-
-@pytest.fixture
-async def http(site: Site) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=site.base, timeout=10, follow_redirects=False) as client:
-        yield client
 
 
 @dataclass
@@ -60,14 +48,7 @@ class Visit:
 
 
 async def person(browser: Browser, site: Site, user: str | None = None) -> Visit:
-    context = await browser.new_context()
-    context.set_default_timeout(STEP_TIMEOUT_MS)
-    context.set_default_navigation_timeout(STEP_TIMEOUT_MS)
-    if user is not None:
-        await context.add_cookies(
-            [{"name": DevelopmentSignIn.COOKIE, "value": site.verifier.cookie_value(user), "url": site.base}]
-        )
-    page = await context.new_page()
+    context, page = await new_person(browser, site, user)
     ours: list[Response] = []
     page.on("response", lambda r: ours.append(r) if r.url.startswith(site.base) else None)
     return Visit(context, page, ours)
@@ -97,17 +78,6 @@ def open_as(browser: Browser, site: Site, visits: list[Visit]) -> OpenAs:
 
 async def heading(page: Page) -> str:
     return (await page.locator("h1").inner_text()).strip()
-
-
-async def sign_in_at_the_provider(page: Page, provider: OidcProvider) -> None:
-    """The provider's development login and consent pages, as a person clicks through them."""
-    await page.wait_for_url(lambda u: u.startswith(provider.issuer))
-    assert await heading(page) == "Sign-in"
-    await page.fill("input[name=login]", "alice")
-    await page.fill("input[name=password]", "anything")
-    await page.click("button[type=submit]")
-    await page.locator("h1", has_text="Authorize").wait_for()
-    await page.get_by_role("button", name="Continue").click()
 
 
 def assert_page_headers(headers: Mapping[str, str]) -> None:
@@ -220,7 +190,7 @@ async def test_signing_in_opening_the_link_and_consenting_connects_the_account_w
     assert "You are signed in as alice." in await main_text(alice.page)
 
     await alice.page.goto(link)
-    await sign_in_at_the_provider(alice.page, site.provider)
+    await consent_at_the_provider(alice.page, site.provider.issuer)
     await alice.page.wait_for_url(lambda u: u.startswith(site.url("/callback")))
 
     assert await alice.page.title() == "Connected: return to your assistant"
@@ -357,14 +327,6 @@ async def test_a_wrong_method_gets_the_405_page_with_the_same_headers(site: Site
 
 
 # --- the development sign-in ----------------------------------------------------------------------------------------
-
-
-async def form_token(http: httpx.AsyncClient) -> str:
-    """The sign-in form's token, as a browser gets it with the page (its cookie is now in the client's jar)."""
-    page = await http.get(f"{PREFIX}/dev/sign-in")
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found is not None
-    return found.group(1)
 
 
 @pytest.mark.parametrize(

@@ -12,38 +12,23 @@ Playwright, a SQLite file.
 from __future__ import annotations
 
 import secrets
-import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from _accounts_site import Site, consent_and_hold_the_callback, main_text, new_person, serve_site
+from _accounts_site import LINK_TTL, VISIT_TTL, Site, consent_and_hold_the_callback, main_text, new_person
 from askback import Askback, ConfigurationError, load_settings
 from askback.accounts.connections import ApiKeyConnection, Connections
 from askback.accounts.pages import DevelopmentSignIn
 from askback.accounts.setup import enable_accounts
 from askback.accounts.status import Status
 from askback.accounts.vault import Vault, new_key
-from infra import OidcProvider
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
-
-LINK_TTL = 600
-VISIT_TTL = 1800
-
-
-@pytest.fixture(scope="module")
-async def site(
-    listener: socket.socket, provider: OidcProvider, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Site]:
-    database = tmp_path_factory.mktemp("visit") / "askback.db"
-    async with serve_site(listener, provider, database, link_ttl=LINK_TTL, provider_visit_ttl=VISIT_TTL) as served:
-        yield served
 
 
 async def test_a_provider_visit_longer_than_the_link_lifetime_but_within_the_visit_time_connects(

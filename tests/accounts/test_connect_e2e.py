@@ -18,30 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import httpx
 import pytest
-import uvicorn
 from mcp_types import ElicitResult
-from pydantic import SecretStr
 
+from _accounts_site import consent_at_the_provider, discovered_oidc
 from _http import RawReply, post_call
 from askback import Askback, Flow, load_settings
-from askback.accounts.connections import Connections, OAuthConnection, discover
+from askback.accounts.connections import Connections
 from askback.accounts.pages import DevelopmentSignIn
 from askback.accounts.setup import AccountsSetup, enable_accounts
 from askback.accounts.status import Status
 from askback.accounts.vault import Vault, new_key
 from askback.audit import AuditFilter
 from askback.server import DemoTokenVerifier, Mounted, Open, build_app
-from infra import OidcProvider
+from infra import OidcProvider, async_browser_context, serving_asgi
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Page
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
-
-STEP_MS = 10_000
 
 
 @dataclass
@@ -80,16 +76,7 @@ async def served(
         account = await flow.connect("oidc", label="work")
         return f"Using the {account.label} account."
 
-    oauth = await discover(
-        OAuthConnection(
-            name="oidc",
-            client_id=provider.client_id,
-            client_secret=SecretStr(provider.client_secret),
-            issuer=provider.issuer,
-            scopes=("openid", "offline_access"),
-            authorize_params={"prompt": "consent"},
-        )
-    )
+    oauth = await discovered_oidc(provider)
     verifier = DevelopmentSignIn(secrets.token_bytes(32))
     setup = enable_accounts(
         app, connections=Connections([oauth]), vault=Vault(new_key()), verifier=verifier, base_url=base
@@ -104,15 +91,9 @@ async def served(
     root.addHandler(handler)
     old_level = root.level
     root.setLevel(logging.DEBUG)
-    server = uvicorn.Server(uvicorn.Config(http_app, log_level="debug", timeout_graceful_shutdown=5))
     try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(server.serve, [listener])
-            with anyio.fail_after(15):
-                while not server.started:
-                    await anyio.wait_all_tasks_blocked()
+        async with serving_asgi(http_app, listener, log_level="debug"):
             yield Served(base, app, setup, verifier, database, logs)
-            server.should_exit = True
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
@@ -134,19 +115,13 @@ def link_of(reply: RawReply) -> tuple[str, str, str]:
 
 
 async def connect_in_browser(browser: Browser, served: Served, provider: OidcProvider, user: str, url: str) -> Page:
-    context = await browser.new_context()
-    context.set_default_timeout(STEP_MS)
+    context = await async_browser_context(browser)
     await context.add_cookies(
         [{"name": DevelopmentSignIn.COOKIE, "value": served.verifier.cookie_value(user), "url": served.base}]
     )
     page = await context.new_page()
     await page.goto(url)
-    await page.wait_for_url(lambda u: u.startswith(provider.issuer))
-    await page.fill("input[name=login]", user)
-    await page.fill("input[name=password]", "anything")
-    await page.click("button[type=submit]")
-    await page.locator("h1", has_text="Authorize").wait_for()
-    await page.get_by_role("button", name="Continue").click()
+    await consent_at_the_provider(page, provider.issuer, user=user)
     await page.wait_for_url(lambda u: u.startswith(f"{served.base}/accounts/callback"))
     return page
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -40,6 +39,7 @@ from askback.accounts.connections import (
     token_request,
 )
 from askback.errors import ConfigurationError, DefinitionError, InvalidParamsError
+from infra import QuietHandler, serving_http
 
 SECRET = "the-client-secret-NEVER-SHOWN"
 VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk-and-more-letters"
@@ -475,31 +475,16 @@ class MetadataServer:
 def metadata_server() -> Iterator[MetadataServer]:
     served = MetadataServer(origin="")
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             served.requested.append(self.path)
             document = served.documents.get(self.path)
             body = json.dumps(document).encode() if document is not None else b'{"error": "not found"}'
-            self.send_response(200 if document is not None else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(200 if document is not None else 404, body)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # requests are recorded in `served.requested`, not printed
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    served.origin = f"http://127.0.0.1:{server.server_address[1]}"
-    # shutdown() returns at the loop's next poll: a short interval keeps each test quick.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
+    with serving_http(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as origin:
+        served.origin = origin
         yield served
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def metadata(issuer: str, **extra: object) -> dict[str, object]:

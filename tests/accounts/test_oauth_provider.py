@@ -15,8 +15,8 @@ import pytest
 from authlib.common.security import generate_token
 from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
 
-from _accounts_site import Callback
-from infra import OidcProvider, oidc_provider
+from _accounts_site import Callback, consent_at_the_provider
+from infra import OidcProvider, async_browser_context, oidc_provider
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser
@@ -25,7 +25,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 # oidc-provider keeps `offline_access` (and so issues a refresh token) only when consent is prompted for.
 SCOPE = "openid offline_access"
-STEP_TIMEOUT_MS = 10_000
 
 
 @pytest.fixture
@@ -55,17 +54,11 @@ async def connect(browser: Browser, provider: OidcProvider, client: AsyncOAuth2C
     url, _state = client.create_authorization_url(
         provider.authorization_endpoint, code_verifier=verifier, prompt="consent"
     )
-    context = await browser.new_context()
-    context.set_default_timeout(STEP_TIMEOUT_MS)
+    context = await async_browser_context(browser)
     try:
         page = await context.new_page()
         await page.goto(url)
-        assert await page.locator("h1").inner_text() == "Sign-in"
-        await page.fill("input[name=login]", "alice")
-        await page.fill("input[name=password]", "anything")
-        await page.click("button[type=submit]")
-        await page.locator("h1", has_text="Authorize").wait_for()
-        await page.get_by_role("button", name="Continue").click()
+        await consent_at_the_provider(page, provider.issuer)
         await page.wait_for_url(lambda u: u.startswith(f"{callback.uri}?"))
         landed = page.url
     finally:

@@ -12,7 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from _accounts_site import Callback, serving
+from _accounts_site import Callback, consent_at_the_provider
 from askback.accounts.connections import (
     ApiKeyConnection,
     Connections,
@@ -32,6 +32,7 @@ from askback.accounts.connections import (
     authorization_request,
     new_code_verifier,
     new_state,
+    origin,
     refresh_request,
 )
 from askback.accounts.repository import Account, Accounts
@@ -54,14 +55,13 @@ from askback.db.migrate import all_components
 from askback.errors import AccountStateError, ProviderError
 from askback.store import Store
 from askback.testing import free_port
-from infra import OidcProvider, oidc_provider
+from infra import OidcProvider, QuietHandler, async_browser_context, oidc_provider, serving_http
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
-STEP_TIMEOUT_MS = 10_000
 TTL = 3600  # the provider's access-token lifetime; the clock is moved past it instead of waiting
 WAIT = 60  # the bound on any one test's waiting on real parts
 
@@ -81,7 +81,7 @@ class Resource:
         introspection = str(provider.metadata["introspection_endpoint"])
         client = (provider.client_id, provider.client_secret)
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 path = urlsplit(self.path).path
                 resource.hits[path] += 1
@@ -93,15 +93,7 @@ class Resource:
                         status = 200 if answer.get("active") is True else 401
                 elif path == "/key":
                     status = 200 if self.headers.get("X-Api-Key") == resource.key else 401
-                body = json.dumps({"status": status}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.answer(status, json.dumps({"status": status}).encode())
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -116,7 +108,7 @@ def provider(callback: Callback) -> Iterator[OidcProvider]:
 @pytest.fixture
 def resource(provider: OidcProvider) -> Iterator[Resource]:
     served = Resource(provider)
-    with serving(served.server):
+    with serving_http(served.server):
         yield served
 
 
@@ -168,16 +160,11 @@ async def sign_in(browser: Browser, connection: OAuthConnection, callback: Callb
     """A person signs in and consents on the provider's pages: `(code, verifier)` from the redirect."""
     verifier = new_code_verifier()
     url = authorization_request(connection, redirect_uri=callback.uri, state=new_state(), code_verifier=verifier)
-    context = await browser.new_context()
-    context.set_default_timeout(STEP_TIMEOUT_MS)
+    context = await async_browser_context(browser)
     try:
         page = await context.new_page()
         await page.goto(url)
-        await page.fill("input[name=login]", "alice")
-        await page.fill("input[name=password]", "anything")
-        await page.click("button[type=submit]")
-        await page.locator("h1", has_text="Authorize").wait_for()
-        await page.get_by_role("button", name="Continue").click()
+        await consent_at_the_provider(page, origin(connection.authorize_url))
         await page.wait_for_url(lambda u: u.startswith(f"{callback.uri}?"))
         landed = page.url
     finally:

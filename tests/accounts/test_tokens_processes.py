@@ -13,13 +13,12 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
+from _accounts_site import discovered_oidc
 from askback.accounts.connections import (
     Connections,
     OAuthConnection,
     authorization_request,
-    discover,
     new_code_verifier,
     new_state,
 )
@@ -88,16 +87,7 @@ def start_worker(settings: dict[str, Any]) -> subprocess.Popen[str]:
 async def test_fifty_callers_in_each_of_two_processes_on_an_expired_token_cause_exactly_one_refresh(
     provider: OidcProvider, any_database: str
 ) -> None:
-    connection = await discover(
-        OAuthConnection(
-            name="oidc",
-            client_id=provider.client_id,
-            client_secret=SecretStr(provider.client_secret),
-            issuer=provider.issuer,
-            scopes=("openid", "offline_access"),
-            authorize_params={"prompt": "consent"},
-        )
-    )
+    connection = await discovered_oidc(provider)
     key = new_key()
     vault = Vault(key)
     store = await Store.open(any_database, migrate=True, components=all_components())

@@ -17,7 +17,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -27,7 +27,6 @@ import anyio.to_thread
 import httpx
 import pytest
 import sqlalchemy as sa
-import uvicorn
 from pydantic import SecretStr
 
 from _http import RawReply, post_call
@@ -44,6 +43,7 @@ from askback.db.migrate import all_components
 from askback.errors import ProviderError
 from askback.server import DemoTokenVerifier, Mounted, Open, build_app
 from askback.store import Store
+from infra import QuietHandler, serving_asgi, serving_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -74,7 +74,7 @@ class StandIn:
         self.arrived = threading.Event()  # a held (or hanging) request has come in
         self._released = threading.Event()
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: contextlib.ExitStack | None = None
         self.port = 0
         self.up()
 
@@ -100,29 +100,20 @@ class StandIn:
         self._released.set()
 
     def down(self) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-        self._server = None
+        assert self._serving is not None
+        self._serving.close()
+        self._server, self._serving = None, None
 
     def up(self) -> None:
         stand_in = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
                 status, body, kind = stand_in._answer(form)
                 if status == 0:
                     return  # never answered
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.answer(status, body, kind)
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
@@ -133,8 +124,8 @@ class StandIn:
 
         self._server = Server(("127.0.0.1", self.port), Handler)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self._serving = contextlib.ExitStack()
+        self._serving.enter_context(serving_http(self._server))
 
     def reset(self) -> None:
         self._released.set()  # frees any request still held
@@ -489,14 +480,8 @@ async def served(
     http_app = build_app(
         app, token_verifier=DemoTokenVerifier(), mounts=[Mounted(setup.prefix, setup.pages, auth=Open())]
     )
-    server = uvicorn.Server(uvicorn.Config(http_app, log_level="warning", timeout_graceful_shutdown=5))
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(server.serve, [listener])
-        with anyio.fail_after(15):
-            while not server.started:
-                await anyio.wait_all_tasks_blocked()
+    async with serving_asgi(http_app, listener):
         yield Served(f"{base}/mcp", setup, clock)
-        server.should_exit = True
     await to_providers.aclose()
 
 

@@ -119,8 +119,47 @@ def drive(request: RoundRequest, script: Sequence[tuple[Any, Any]], policy: Poli
     raise AssertionError(f"the plan went on with {step!r}")
 
 
-def notes(*specs: tuple[Any, ...], at: float = NOW) -> tuple[Note, ...]:
-    return tuple(Note(kind, at, flow, **fields) for kind, flow, fields in specs)
+# --- builders: the audit notes and closing steps the table repeats -------------------------------------------------
+
+
+def note(event: Any, *, flow: str | None = "f1", at: float = NOW, **fields: Any) -> Note:
+    return Note(event, at, flow, **fields)
+
+
+def asked_note(round: int = 1, keys: tuple[str, ...] = ("confirm",), *, at: float = NOW) -> Note:
+    return note("asked", at=at, round=round, keys=keys, mode="form")
+
+
+def answered_note(*, at: float = NOW) -> Note:
+    """The person accepted the confirm question of round 1 with `{"ok": true}`."""
+    return note("answered", at=at, round=1, keys=("confirm",), mode="form", action="accept", content={"ok": True})
+
+
+def completed_note(outcome: str = "completed", *, round: int = 1, at: float = NOW) -> Note:
+    return note("completed", at=at, round=round, outcome=outcome)
+
+
+def rejected_note(outcome: str, *, flow: str | None = "f1", **fields: Any) -> Note:
+    return note("rejected", flow=flow, outcome=outcome, **fields)
+
+
+def ends(
+    step: ToolResult | EndResult, noted: tuple[Note, ...], *, round: int | None = 1, at: float = NOW, **record: Any
+) -> list[tuple[Any, Any]]:
+    """The last two steps of a round that completes: `step` (the handler's value or an end text) answered with
+    `DONE`, then the record of `DONE_WIRE` with the audit notes `noted`, answered as the first result recorded."""
+    return [(step, DONE), (Record("f1", round, at, noted, result=DONE_WIRE, **record), Stored(DONE_WIRE, first=True))]
+
+
+def asked_record(noted: tuple[Note, ...], outcome: Mapping[str, Any], **record: Any) -> Record:
+    """The record of a round that asked: its audit notes and `outcome` (its questions and state)."""
+    return Record(record.pop("flow", "f1"), record.pop("round", 1), NOW, noted, round_outcome=outcome, **record)
+
+
+def lenient(noted: tuple[Note, ...], *, flow: str | None = "f1", round: int | None = 1, **record: Any) -> Record:
+    """The record of a round that fails: its effects and audit notes, the claim released; a failure to write it is
+    logged, not the round's."""
+    return Record(flow, round, NOW, noted, strict=False, **record)
 
 
 # --- the table -----------------------------------------------------------------------------------------------
@@ -141,153 +180,79 @@ DECLINED = "Cancelled: you declined (Confirm)."
 CAPABILITY = MissingCapabilityError({"elicitation": {"form": {}}})
 CRASH = RuntimeError("boom")
 DOWN = StoreUnavailableError("the database could not be reached")
+WON = (Claim("f1", 1), Won({}))
+HELD_HERE = ask_outcome(replace(ROUND2, answers={}, held=True), ENV)
+AGAIN_WIRE = {"content": [{"type": "text", "text": "Again."}], "isError": False, "resultType": "complete"}
+NOT_OURS = "requestState not minted by askback"
+INVALID_NOTE = rejected_note("invalid_answer", round=1, keys=("confirm",), mode="form", detail="not a boolean")
 
 CASES = {
     "a first call that asks returns its questions and records what it asked": Case(
         first(),
         [
             (RunHandler(None, None, NOW, None), Ran(asked(ROUND1))),
-            (
-                Record(
-                    None,
-                    None,
-                    NOW,
-                    notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"})),
-                    round_outcome=ask_outcome(ROUND1),
-                ),
-                None,
-            ),
+            (asked_record((asked_note(),), ask_outcome(ROUND1), flow=None, round=None), None),
         ],
-        Reply(
-            InputRequiredResult.model_validate(ask_outcome(ROUND1)),
-            notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"})),
-        ),
+        Reply(InputRequiredResult.model_validate(ask_outcome(ROUND1)), (asked_note(),)),
     ),
     "a replayed final round returns the recorded result and runs nothing": Case(
         answering(ROUND1),
         [
             (Claim("f1", 1), Recorded(DONE_WIRE, completed=True)),
-            (Record("f1", None, NOW, notes(("replayed", "f1", {"round": 1, "outcome": "completed"}))), None),
+            (Record("f1", None, NOW, (note("replayed", round=1, outcome="completed"),)), None),
         ],
-        Reply(DONE, notes(("replayed", "f1", {"round": 1, "outcome": "completed"}))),
+        Reply(DONE, (note("replayed", round=1, outcome="completed"),)),
     ),
     "a replayed round that asked returns what it asked": Case(
         answering(ROUND1),
         [
             (Claim("f1", 1), Recorded(ask_outcome(ROUND2, ENV), completed=False)),
-            (Record("f1", None, NOW, notes(("replayed", "f1", {"round": 1, "outcome": "asked"}))), None),
+            (Record("f1", None, NOW, (note("replayed", round=1, outcome="asked"),)), None),
         ],
         Reply(
-            InputRequiredResult.model_validate(ask_outcome(ROUND2, ENV)),
-            notes(("replayed", "f1", {"round": 1, "outcome": "asked"})),
+            InputRequiredResult.model_validate(ask_outcome(ROUND2, ENV)), (note("replayed", round=1, outcome="asked"),)
         ),
     ),
     "an answer after the deadline ends the flow without running the handler": Case(
         answering(ROUND1, now=LATE),
-        [
-            (Claim("f1", 1), Won({})),
-            (EndResult(EXPIRED.text), DONE),
-            (
-                Record(
-                    "f1",
-                    1,
-                    LATE,
-                    notes(("completed", "f1", {"round": 1, "outcome": "expired"}), at=LATE),
-                    result=DONE_WIRE,
-                ),
-                Stored(DONE_WIRE, first=True),
-            ),
-        ],
-        Reply(DONE, notes(("completed", "f1", {"round": 1, "outcome": "expired"}), at=LATE)),
+        [WON, *ends(EndResult(EXPIRED.text), (completed_note("expired", at=LATE),), at=LATE)],
+        Reply(DONE, (completed_note("expired", at=LATE),)),
     ),
     "held answers are put back into the state before the handler runs": Case(
         answering(HELD1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (ReadHeld("f1", 1), {"confirm": YES}),
             (RunHandler(WITH_YES, RESPONSES, NOW, {}), Ran(Returned("Deleted.", "f1", 1, ()))),
-            (ToolResult("Deleted."), DONE),
-            (
-                Record(
-                    "f1", 1, NOW, notes(("completed", "f1", {"round": 1, "outcome": "completed"})), result=DONE_WIRE
-                ),
-                Stored(DONE_WIRE, first=True),
-            ),
+            *ends(ToolResult("Deleted."), (completed_note(),)),
         ],
-        Reply(DONE, notes(("completed", "f1", {"round": 1, "outcome": "completed"}))),
+        Reply(DONE, (completed_note(),)),
     ),
     "held answers that are gone end the flow as expired": Case(
         answering(HELD1),
-        [
-            (Claim("f1", 1), Won({})),
-            (ReadHeld("f1", 1), None),
-            (EndResult(expired(HELD1, LIMITS).text), DONE),
-            (
-                Record("f1", 1, NOW, notes(("completed", "f1", {"round": 1, "outcome": "expired"})), result=DONE_WIRE),
-                Stored(DONE_WIRE, first=True),
-            ),
-        ],
-        Reply(DONE, notes(("completed", "f1", {"round": 1, "outcome": "expired"}))),
+        [WON, (ReadHeld("f1", 1), None), *ends(EndResult(expired(HELD1, LIMITS).text), (completed_note("expired"),))],
+        Reply(DONE, (completed_note("expired"),)),
     ),
     "held answers past the deadline are not even read": Case(
         answering(HELD1, now=LATE),
-        [
-            (Claim("f1", 1), Won({})),
-            (EndResult(expired(HELD1, LIMITS).text), DONE),
-            (
-                Record(
-                    "f1",
-                    1,
-                    LATE,
-                    notes(("completed", "f1", {"round": 1, "outcome": "expired"}), at=LATE),
-                    result=DONE_WIRE,
-                ),
-                Stored(DONE_WIRE, first=True),
-            ),
-        ],
-        Reply(DONE, notes(("completed", "f1", {"round": 1, "outcome": "expired"}), at=LATE)),
+        [WON, *ends(EndResult(expired(HELD1, LIMITS).text), (completed_note("expired", at=LATE),), at=LATE)],
+        Reply(DONE, (completed_note("expired", at=LATE),)),
     ),
     "answers are held on the server when the policy says so, and the state carries none": Case(
         answering(ROUND1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(asked(ROUND2, ENV, events=[ANSWERED]))),
             (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(
-                        (
-                            "answered",
-                            "f1",
-                            {
-                                "round": 1,
-                                "keys": ("confirm",),
-                                "mode": "form",
-                                "action": "accept",
-                                "content": {"ok": True},
-                            },
-                        ),
-                        ("asked", "f1", {"round": 2, "keys": ("env",), "mode": "form"}),
-                    ),
-                    round_outcome=ask_outcome(replace(ROUND2, answers={}, held=True), ENV),
+                asked_record(
+                    (answered_note(), asked_note(2, ("env",))),
+                    HELD_HERE,
                     hold=Hold("f1", 2, {"confirm": YES}, T0 + 600 + 60),
                 ),
                 None,
             ),
         ],
-        Reply(
-            InputRequiredResult.model_validate(ask_outcome(replace(ROUND2, answers={}, held=True), ENV)),
-            notes(
-                (
-                    "answered",
-                    "f1",
-                    {"round": 1, "keys": ("confirm",), "mode": "form", "action": "accept", "content": {"ok": True}},
-                ),
-                ("asked", "f1", {"round": 2, "keys": ("env",), "mode": "form"}),
-            ),
-        ),
+        Reply(InputRequiredResult.model_validate(HELD_HERE), (answered_note(), asked_note(2, ("env",)))),
         policy=HOLDING,
     ),
     "effects the ledger knows go to the handler, and those run under the round's claim are recorded with it": Case(
@@ -298,123 +263,51 @@ CASES = {
                 RunHandler(ROUND1, RESPONSES, NOW, {"mail": Effect("done", "sent")}),
                 Ran(Returned("Deleted.", "f1", 1, ()), effects=(("audit", 1),), new_effects=(("delete", True),)),
             ),
-            (ToolResult("Deleted."), DONE),
-            (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(("completed", "f1", {"round": 1, "outcome": "completed"})),
-                    effects=(("audit", 1),),
-                    new_effects=(("delete", True),),
-                    result=DONE_WIRE,
-                ),
-                Stored(DONE_WIRE, first=True),
+            *ends(
+                ToolResult("Deleted."), (completed_note(),), effects=(("audit", 1),), new_effects=(("delete", True),)
             ),
         ],
-        Reply(DONE, notes(("completed", "f1", {"round": 1, "outcome": "completed"}))),
+        Reply(DONE, (completed_note(),)),
     ),
     "an invalid answer is asked again, saying so": Case(
         answering(ROUND1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(asked(ROUND2, CONFIRM, events=[INVALID]))),
-            (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(
-                        (
-                            "rejected",
-                            "f1",
-                            {
-                                "round": 1,
-                                "keys": ("confirm",),
-                                "mode": "form",
-                                "outcome": "invalid_answer",
-                                "detail": "not a boolean",
-                            },
-                        ),
-                        ("asked", "f1", {"round": 2, "keys": ("confirm",), "mode": "form"}),
-                    ),
-                    round_outcome=ask_outcome(ROUND2),
-                ),
-                None,
-            ),
+            (asked_record((INVALID_NOTE, asked_note(2)), ask_outcome(ROUND2)), None),
         ],
         Reply(
             InputRequiredResult.model_validate(ask_outcome(ROUND2)),
-            notes(
-                (
-                    "rejected",
-                    "f1",
-                    {
-                        "round": 1,
-                        "keys": ("confirm",),
-                        "mode": "form",
-                        "outcome": "invalid_answer",
-                        "detail": "not a boolean",
-                    },
-                ),
-                ("asked", "f1", {"round": 2, "keys": ("confirm",), "mode": "form"}),
-            ),
+            (INVALID_NOTE, asked_note(2)),
         ),
     ),
     "a decline completes the flow with the question's message": Case(
         answering(ROUND1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(Ended(DECLINED, "declined", "f1", 1, ()))),
-            (EndResult(DECLINED), DONE),
-            (
-                Record("f1", 1, NOW, notes(("completed", "f1", {"round": 1, "outcome": "declined"})), result=DONE_WIRE),
-                Stored(DONE_WIRE, first=True),
-            ),
+            *ends(EndResult(DECLINED), (completed_note("declined"),)),
         ],
-        Reply(DONE, notes(("completed", "f1", {"round": 1, "outcome": "declined"}))),
+        Reply(DONE, (completed_note("declined"),)),
     ),
     "a flow still asking at the round cap ends": Case(
         answering(ROUND3),
         [
             (Claim("f1", 3), Won({})),
             (RunHandler(ROUND3, RESPONSES, NOW, {}), Ran(asked(replace(ROUND3, round=4)))),
-            (EndResult(TOO_MANY), DONE),
-            (
-                Record(
-                    "f1",
-                    3,
-                    NOW,
-                    notes(("completed", "f1", {"round": 3, "outcome": "too_many_rounds"})),
-                    result=DONE_WIRE,
-                ),
-                Stored(DONE_WIRE, first=True),
-            ),
+            *ends(EndResult(TOO_MANY), (completed_note("too_many_rounds", round=3),), round=3),
         ],
-        Reply(DONE, notes(("completed", "f1", {"round": 3, "outcome": "too_many_rounds"}))),
+        Reply(DONE, (completed_note("too_many_rounds", round=3),)),
     ),
     "a replay that lost the race to record answers the first result and audits a replay": Case(
         answering(ROUND1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(Returned("Again.", "f1", 1, ()))),
             (ToolResult("Again."), CallToolResult(content=[TextContent(type="text", text="Again.")], is_error=False)),
-            (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(("completed", "f1", {"round": 1, "outcome": "completed"})),
-                    result={
-                        "content": [{"type": "text", "text": "Again."}],
-                        "isError": False,
-                        "resultType": "complete",
-                    },
-                ),
-                Stored(DONE_WIRE, first=False),
-            ),
+            (Record("f1", 1, NOW, (completed_note(),), result=AGAIN_WIRE), Stored(DONE_WIRE, first=False)),
         ],
-        Reply(DONE, notes(("replayed", "f1", {"round": 1, "outcome": "completed"}))),
+        Reply(DONE, (note("replayed", round=1, outcome="completed"),)),
     ),
     "a call outside any flow that asks nothing records nothing": Case(
         first(),
@@ -429,99 +322,47 @@ CASES = {
         [
             (RunHandler(None, None, NOW, None), Ran(Refused(CAPABILITY, None, 0, ()))),
             (
-                Record(
-                    None,
-                    None,
-                    NOW,
-                    notes(("rejected", None, {"outcome": "missing_capability", "detail": str(CAPABILITY)})),
-                    strict=False,
+                lenient(
+                    (rejected_note("missing_capability", flow=None, detail=str(CAPABILITY)),), flow=None, round=None
                 ),
                 None,
             ),
         ],
-        Raise(CAPABILITY, notes(("rejected", None, {"outcome": "missing_capability", "detail": str(CAPABILITY)}))),
+        Raise(CAPABILITY, (rejected_note("missing_capability", flow=None, detail=str(CAPABILITY)),)),
     ),
     "a handler that raises before asking anything gives the round up and audits a tool error": Case(
         answering(ROUND1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (
                 RunHandler(ROUND1, RESPONSES, NOW, {}),
                 Ran(None, new_effects=(("delete", True),), error=CRASH, detail="the tool raised RuntimeError"),
             ),
             (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(("rejected", "f1", {"outcome": "tool_error", "detail": "the tool raised RuntimeError"})),
+                lenient(
+                    (rejected_note("tool_error", detail="the tool raised RuntimeError"),),
                     new_effects=(("delete", True),),
-                    strict=False,
                 ),
                 None,
             ),
         ],
-        Raise(CRASH, notes(("rejected", "f1", {"outcome": "tool_error", "detail": "the tool raised RuntimeError"}))),
+        Raise(CRASH, (rejected_note("tool_error", detail="the tool raised RuntimeError"),)),
     ),
     "a database the tool cannot reach is audited before the run's answers": Case(
         answering(ROUND1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(None, (ANSWERED,), error=DOWN, unavailable=True)),
-            (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(
-                        ("rejected", "f1", {"outcome": "store_unavailable", "detail": str(DOWN)}),
-                        (
-                            "answered",
-                            "f1",
-                            {
-                                "round": 1,
-                                "keys": ("confirm",),
-                                "mode": "form",
-                                "action": "accept",
-                                "content": {"ok": True},
-                            },
-                        ),
-                    ),
-                    strict=False,
-                ),
-                None,
-            ),
+            (lenient((rejected_note("store_unavailable", detail=str(DOWN)), answered_note())), None),
         ],
-        Raise(
-            DOWN,
-            notes(
-                ("rejected", "f1", {"outcome": "store_unavailable", "detail": str(DOWN)}),
-                (
-                    "answered",
-                    "f1",
-                    {"round": 1, "keys": ("confirm",), "mode": "form", "action": "accept", "content": {"ok": True}},
-                ),
-            ),
-        ),
+        Raise(DOWN, (rejected_note("store_unavailable", detail=str(DOWN)), answered_note())),
     ),
     "a round another copy still holds is refused as in progress": Case(
         answering(ROUND1),
-        [
-            (Claim("f1", 1), InProgress()),
-            (
-                Record(
-                    "f1",
-                    None,
-                    NOW,
-                    notes(("rejected", "f1", {"round": 1, "outcome": "round_in_progress"})),
-                    strict=False,
-                ),
-                None,
-            ),
-        ],
+        [(Claim("f1", 1), InProgress()), (lenient((rejected_note("round_in_progress", round=1),), round=None), None)],
         Raise(
             RoundInProgressError("still being answered by another copy"),
-            notes(("rejected", "f1", {"round": 1, "outcome": "round_in_progress"})),
+            (rejected_note("round_in_progress", round=1),),
         ),
     ),
     "a claim the store cannot take fails with nothing to record": Case(
@@ -533,70 +374,25 @@ CASES = {
         first(),
         [
             (RunHandler(None, None, NOW, None), Ran(asked(ROUND1))),
-            (
-                Record(
-                    None,
-                    None,
-                    NOW,
-                    notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"})),
-                    round_outcome=ask_outcome(ROUND1),
-                ),
-                Failed(DOWN),
-            ),
+            (asked_record((asked_note(),), ask_outcome(ROUND1), flow=None, round=None), Failed(DOWN)),
         ],
-        Raise(DOWN, notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"}))),
+        Raise(DOWN, (asked_note(),)),
     ),
     "a result that cannot be recorded gives the round up, keeping its effects, and fails": Case(
         answering(ROUND1),
         [
-            (Claim("f1", 1), Won({})),
+            WON,
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(Returned("Deleted.", "f1", 1, ()), new_effects=(("d", 1),))),
             (ToolResult("Deleted."), DONE),
-            (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(("completed", "f1", {"round": 1, "outcome": "completed"})),
-                    new_effects=(("d", 1),),
-                    result=DONE_WIRE,
-                ),
-                Failed(DOWN),
-            ),
-            (
-                Record(
-                    "f1",
-                    1,
-                    NOW,
-                    notes(("completed", "f1", {"round": 1, "outcome": "completed"})),
-                    new_effects=(("d", 1),),
-                    strict=False,
-                ),
-                None,
-            ),
+            (Record("f1", 1, NOW, (completed_note(),), new_effects=(("d", 1),), result=DONE_WIRE), Failed(DOWN)),
+            (lenient((completed_note(),), new_effects=(("d", 1),)), None),
         ],
-        Raise(DOWN, notes(("completed", "f1", {"round": 1, "outcome": "completed"}))),
+        Raise(DOWN, (completed_note(),)),
     ),
     "a state that is not askback's is refused": Case(
         RoundRequest(sealed=True, state=None, responses=None, now=NOW),
-        [
-            (
-                Record(
-                    None,
-                    None,
-                    NOW,
-                    notes(
-                        ("rejected", None, {"outcome": "invalid_state", "detail": "requestState not minted by askback"})
-                    ),
-                    strict=False,
-                ),
-                None,
-            ),
-        ],
-        Raise(
-            InvalidStateError(),
-            notes(("rejected", None, {"outcome": "invalid_state", "detail": "requestState not minted by askback"})),
-        ),
+        [(lenient((rejected_note("invalid_state", flow=None, detail=NOT_OURS),), flow=None, round=None), None)],
+        Raise(InvalidStateError(), (rejected_note("invalid_state", flow=None, detail=NOT_OURS),)),
     ),
     "a 2025-11-25 session gets the questions pushed and the handler rerun with the answers, in one call": Case(
         first(pushed=True),
@@ -607,98 +403,46 @@ CASES = {
                 RunHandler(ROUND1, RESPONSES, NOW + 5, None),
                 Ran(Returned("Deleted.", "f1", 1, (ANSWERED,)), effects=(("delete", True),)),
             ),
-            (ToolResult("Deleted."), DONE),
-            (
-                Record(
-                    "f1",
-                    None,
-                    NOW + 5,
-                    notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"}))
-                    + notes(
-                        (
-                            "answered",
-                            "f1",
-                            {
-                                "round": 1,
-                                "keys": ("confirm",),
-                                "mode": "form",
-                                "action": "accept",
-                                "content": {"ok": True},
-                            },
-                        ),
-                        ("completed", "f1", {"round": 1, "outcome": "completed"}),
-                        at=NOW + 5,
-                    ),
-                    effects=(("delete", True),),
-                    round_outcome=ask_outcome(ROUND1),
-                    result=DONE_WIRE,
-                ),
-                Stored(DONE_WIRE, first=True),
+            *ends(
+                ToolResult("Deleted."),
+                (asked_note(), answered_note(at=NOW + 5), completed_note(at=NOW + 5)),
+                round=None,
+                at=NOW + 5,
+                effects=(("delete", True),),
+                round_outcome=ask_outcome(ROUND1),
             ),
         ],
-        Reply(
-            DONE,
-            notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"}))
-            + notes(
-                (
-                    "answered",
-                    "f1",
-                    {"round": 1, "keys": ("confirm",), "mode": "form", "action": "accept", "content": {"ok": True}},
-                ),
-                ("completed", "f1", {"round": 1, "outcome": "completed"}),
-                at=NOW + 5,
-            ),
-        ),
+        Reply(DONE, (asked_note(), answered_note(at=NOW + 5), completed_note(at=NOW + 5))),
     ),
     "a 2025-11-25 question that cannot be pushed for the caps ends the flow": Case(
         first(pushed=True),
         [
             (RunHandler(None, None, NOW, None), Ran(asked(ROUND1))),
             (Push(CONFIRM, ROUND1, T0 + 600), NotPushed("too_many_pending", NOW + 1)),
-            (EndResult(too_many_pending(ROUND1, LIMITS).text), DONE),
-            (
-                Record(
-                    "f1",
-                    None,
-                    NOW + 1,
-                    notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"}))
-                    + notes(("completed", "f1", {"round": 1, "outcome": "too_many_pending"}), at=NOW + 1),
-                    round_outcome=ask_outcome(ROUND1),
-                    result=DONE_WIRE,
-                ),
-                Stored(DONE_WIRE, first=True),
+            *ends(
+                EndResult(too_many_pending(ROUND1, LIMITS).text),
+                (asked_note(), completed_note("too_many_pending", at=NOW + 1)),
+                round=None,
+                at=NOW + 1,
+                round_outcome=ask_outcome(ROUND1),
             ),
         ],
-        Reply(
-            DONE,
-            notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"}))
-            + notes(("completed", "f1", {"round": 1, "outcome": "too_many_pending"}), at=NOW + 1),
-        ),
+        Reply(DONE, (asked_note(), completed_note("too_many_pending", at=NOW + 1))),
     ),
     "2025-11-25 answers that come after the deadline end the flow as expired": Case(
         first(pushed=True),
         [
             (RunHandler(None, None, NOW, None), Ran(asked(ROUND1))),
             (Push(CONFIRM, ROUND1, T0 + 600), Pushed(RESPONSES, LATE)),
-            (EndResult(EXPIRED.text), DONE),
-            (
-                Record(
-                    "f1",
-                    None,
-                    LATE,
-                    notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"}))
-                    + notes(("completed", "f1", {"round": 1, "outcome": "expired"}), at=LATE),
-                    round_outcome=ask_outcome(ROUND1),
-                    result=DONE_WIRE,
-                ),
-                Stored(DONE_WIRE, first=True),
+            *ends(
+                EndResult(EXPIRED.text),
+                (asked_note(), completed_note("expired", at=LATE)),
+                round=None,
+                at=LATE,
+                round_outcome=ask_outcome(ROUND1),
             ),
         ],
-        Reply(
-            DONE,
-            notes(("asked", "f1", {"round": 1, "keys": ("confirm",), "mode": "form"}))
-            + notes(("completed", "f1", {"round": 1, "outcome": "expired"}), at=LATE),
-        ),
+        Reply(DONE, (asked_note(), completed_note("expired", at=LATE))),
     ),
 }
 

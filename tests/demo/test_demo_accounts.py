@@ -31,7 +31,7 @@ from askback.accounts.connections import (
 from askback.demo.provider import CLIENT_ID, SCOPE, DevProvider, serving_provider
 from askback.demo.run import demo_servers
 from askback.testing import call_round, free_port, text
-from infra import chromium, run_askback
+from infra import browser_context, chromium, run_askback
 
 pytestmark = pytest.mark.http
 
@@ -130,8 +130,7 @@ def test_a_person_in_a_real_browser_connects_the_account_from_the_link_and_the_r
         assert link.startswith(f"http://127.0.0.1:{port}/accounts/start?t=")
 
         with chromium() as browser:
-            page = browser.new_page()
-            page.set_default_timeout(10_000)
+            page = browser_context(browser).new_page()
             page.goto(link)
             page.get_by_role("link", name="Sign in (development sign-in)").click()
             page.get_by_label("User name").fill("dana")

@@ -8,7 +8,6 @@ import http.server
 import json
 import sys
 import textwrap
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from askback.runtime import (
 )
 from askback.settings import load_settings
 from askback.testing import free_port, serving
-from infra import ROOT
+from infra import ROOT, QuietHandler, serving_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -47,17 +46,12 @@ SERVER = "tests.fixtures.runtime_server:server"
 KEYS = "runtime-test-state-key-0123456789abcdefghij"
 
 
-class _Page(http.server.BaseHTTPRequestHandler):
+class _Page(QuietHandler):
     hits = 0
 
     def do_GET(self) -> None:
         type(self).hits += 1
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"the page")
-
-    def log_message(self, *args: Any) -> None:
-        return None
+        self.answer(200, b"the page", "text/plain")
 
 
 @dataclass
@@ -77,14 +71,8 @@ class Site:
 @pytest.fixture(scope="module")
 def page() -> Iterator[str]:
     """A page on loopback that counts every request it gets."""
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/finish?order=7"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving_http(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)) as base:
+        yield f"{base}/finish?order=7"
 
 
 def _site(tmp: Path, page: str, *, workers: int) -> Iterator[Site]:

@@ -37,7 +37,7 @@ from askback.runtime.questions import pending_questions
 from askback.runtime.terminal import TerminalRenderer
 from askback.settings import load_settings
 from askback.testing import free_port
-from infra import async_chromium, run_askback
+from infra import async_browser_context, async_chromium, run_askback
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -246,8 +246,7 @@ async def test_in_chromium_an_unrenderable_form_is_declined_and_the_call_complet
         async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(retries=7)) as http:
             assert (await http.get(inbox_served)).status_code == 200
         async with async_chromium() as browser:
-            page = await browser.new_page()
-            page.set_default_timeout(15_000)
+            page = await (await async_browser_context(browser, timeout_ms=15_000)).new_page()
             await page.goto(inbox_served)
             await page.get_by_role("link", name="Fill in the odd form").click()
             await expect(page.locator("p.error")).to_contain_text('its minimum is "zero", not a number')

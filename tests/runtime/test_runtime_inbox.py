@@ -28,7 +28,7 @@ from askback.runtime import Answer, Completed, Parked, ParkedQuestion, Runtime, 
 from askback.runtime.inbox import inbox_app
 from askback.settings import load_settings
 from askback.testing import free_port, serving
-from infra import FIXTURES, async_chromium
+from infra import FIXTURES, async_browser_context, async_chromium
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -480,8 +480,7 @@ async def test_a_deploy_is_answered_in_chromium_and_resumed_by_other_processes_u
         assert call_id.startswith("call_"), parked
 
         async with async_chromium() as browser:
-            page = await browser.new_page()
-            page.set_default_timeout(15_000)
+            page = await (await async_browser_context(browser, timeout_ms=15_000)).new_page()
 
             async def answer(message: str, choose: str) -> None:
                 await page.goto(inbox_url)

@@ -28,7 +28,7 @@ from askback.runtime import ParkedQuestion
 from askback.runtime.questions import check_link, safe_link
 from askback.runtime.terminal import TerminalRenderer
 from askback.testing import free_port
-from infra import chromium, wait_until
+from infra import browser_context, chromium, wait_until
 
 BACKSLASH = "https://evil.example\\.accounts.example.com/login"
 
@@ -186,7 +186,7 @@ def test_the_inbox_open_link_takes_chromium_to_the_host_the_page_shows(
     call_id = park(hostile, tool, database)
     reached: list[str] = []
     with inbox_serving(database) as base, chromium() as browser:
-        context = browser.new_context()
+        context = browser_context(browser, timeout_ms=30_000)
 
         def off_loopback(route: object) -> None:
             request = route.request  # type: ignore[attr-defined]
@@ -219,7 +219,7 @@ def test_the_inbox_offers_no_open_link_for_a_host_with_hidden_characters(
     database = f"sqlite:///{tmp_path / 'agent.db'}"
     park(hostile, tool, database)
     with inbox_serving(database) as base, chromium() as browser:
-        page = browser.new_page()
+        page = browser_context(browser, timeout_ms=30_000).new_page()
         page.goto(f"{base}/")
         page.get_by_role("link", name="Sign in there.").click()
         assert page.locator("a.open").count() == 0

@@ -20,8 +20,12 @@ that opens a link gets `askback_accounts_browser`, a random value (HttpOnly, Sam
 with the provider's redirect, Secure over https, scoped to the pages' path, as long-lived as the provider visit) that
 the authorization is bound to: a callback or key form brought by another browser is refused, whoever is signed in.
 
+A person nobody has signed in yet, opening a link, is sent (303) to the verifier's sign-in page when it has one (an
+`askback.pages.SignIn`, such as `askback.identity.PeopleSignIn`), to come back to the link once signed in; a verifier
+without one gets the "sign in first" page, as does the development sign-in, whose page that one links to.
+
 `DevelopmentSignIn` is a verifier for development and the demo only: a user name in a signed cookie, set by a sign-in
-page where anyone can type any name.
+page where anyone can type any name. It is refused on a site outside loopback (`check_site`, run by `AccountsSetup`).
 """
 
 from __future__ import annotations
@@ -29,12 +33,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -44,8 +49,8 @@ from starlette.routing import Route
 from askback.accounts.repository import Account
 from askback.accounts.service import AccountService, Failed, Redirect, SignInVerifier
 from askback.asgi import FormGuard, FormRefusal
-from askback.errors import InvalidParamsError
-from askback.pages import PageKit
+from askback.errors import ConfigurationError, InvalidParamsError
+from askback.pages import PageKit, SignIn, safe_next_path
 
 __all__ = ["BROWSER_COOKIE", "CSRF_COOKIE", "MAX_FORM_BYTES", "PAGE_HEADERS", "DevelopmentSignIn", "pages_app"]
 
@@ -124,6 +129,28 @@ class DevelopmentSignIn:
     async def __call__(self, request: Request) -> str | None:
         return self.user_of(request.cookies.get(self.COOKIE))
 
+    def sign_in_url(self, request: Request, next_path: str) -> str | None:
+        """Its page on the account pages `request` was sent to, coming back to `next_path` (a path on this site)."""
+        page = f"{str(request.scope.get('root_path', '')).rstrip('/')}{self.PATH}"
+        safe = safe_next_path(next_path)
+        return page if safe is None else f"{page}?{urlencode({'next': safe})}"
+
+    @staticmethod
+    def check_site(base_url: str) -> None:
+        """Refuse (`ConfigurationError`) a site people reach outside loopback: where anyone can be anyone, the
+        people must be the developer's own machine."""
+        host = urlsplit(base_url).hostname or ""
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ConfigurationError(
+                "The development sign-in lets anyone sign in as anyone, so it serves only a site on loopback "
+                "(http://127.0.0.1, http://localhost), and this one is reached elsewhere (its base_url). Give the "
+                "account pages a real sign-in instead: askback.identity.PeopleSignIn (ASKBACK_SIGNIN_CLIENT_ID, ...)."
+            )
+
     def cookie_value(self, user: str) -> str:
         """The cookie that signs `user` in."""
         if not _USER.fullmatch(user):
@@ -144,17 +171,6 @@ class DevelopmentSignIn:
         return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
-def _safe_next(path: str | None) -> str | None:
-    """`path` when it is a path on this site (`/accounts/...`), else `None`: never a URL to another site, whatever
-    a browser would make of it (`//host`, `/\\host`, `https:...`, control characters)."""
-    if not path or not path.startswith("/") or path.startswith(("//", "/\\")) or len(path) > 2048:
-        return None
-    if any(c == "\\" or ord(c) < 0x21 or ord(c) == 0x7F for c in path):
-        return None
-    parts = urlsplit(path)
-    return path if not parts.scheme and not parts.netloc else None
-
-
 # --- the app --------------------------------------------------------------------------------------------------------
 
 
@@ -169,7 +185,8 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
       `DevelopmentSignIn`.
 
     Each POST passes `FormGuard` first (403 otherwise); the authorization is bound to the browser that opened the
-    link (`BROWSER_COOKIE`).
+    link (`BROWSER_COOKIE`). A link opened by nobody signed in is sent to `verifier.sign_in_url` when the verifier
+    is a `SignIn` other than the development one (whose page the "sign in first" page links to).
     """
     prefix = service.prefix
     development = verifier if isinstance(verifier, DevelopmentSignIn) else None
@@ -190,6 +207,11 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
 
     async def start(request: Request) -> Response:
         opener = await verifier(request)
+        if opener is None and development is None and isinstance(verifier, SignIn):
+            here = f"{request.url.path}?{request.url.query}" if request.url.query else request.url.path
+            sign_in = verifier.sign_in_url(request, here)
+            if sign_in is not None:
+                return _KIT.redirect(sign_in)
         browser = browser_of(request) or secrets.token_urlsafe(32)
         outcome = await service.start(request.query_params.get("t", ""), opener=opener, browser=browser)
         if isinstance(outcome, Failed):
@@ -262,13 +284,13 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
             "problem": None,
         }
         if request.method == "GET":
-            page["next_path"] = _safe_next(request.query_params.get("next"))
+            page["next_path"] = safe_next_path(request.query_params.get("next"))
             return _KIT.form_page(request, guard, "sign_in.html", page)
         form = await request.form(max_files=0, max_fields=_MAX_FIELDS, max_part_size=_MAX_FIELD_BYTES)
         if (refusal := guard.check(request, form)) is not None:
             return refused(request, refusal)
         user = str(form.get("user") or "").strip()
-        next_path = _safe_next(str(form.get("next") or ""))
+        next_path = safe_next_path(str(form.get("next") or ""))
         if not _USER.fullmatch(user):
             page["next_path"] = next_path
             page["problem"] = "Type a user name of 1 to 64 letters, digits, '_', '.', '@' or '-'."

@@ -31,7 +31,7 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from askback.accounts.connections import Connections
-from askback.accounts.pages import pages_app
+from askback.accounts.pages import DevelopmentSignIn, pages_app
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.service import AccountService, SignInVerifier
 from askback.accounts.store import MIGRATIONS
@@ -49,7 +49,8 @@ __all__ = ["AccountsSetup", "enable_accounts"]
 class AccountsSetup:
     """Connected accounts for one app: an extension (`Askback(..., extensions=[AccountsSetup(...)])`) whose start
     builds the accounts service on the app's store, with the app's clock and settings (`link_ttl`,
-    `provider_visit_ttl`, `refresh_leeway`). `pages` are the hosted pages, served under `prefix`."""
+    `provider_visit_ttl`, `refresh_leeway`). `pages` are the hosted pages, served under `prefix`. The development
+    sign-in is refused for a `base_url` outside loopback (`ConfigurationError`)."""
 
     name = "accounts"
     migrations = (MIGRATIONS,)
@@ -64,6 +65,8 @@ class AccountsSetup:
         prefix: str = "/accounts",
         http: httpx.AsyncClient | None = None,
     ) -> None:
+        if isinstance(verifier, DevelopmentSignIn):
+            DevelopmentSignIn.check_site(base_url)
         self.connections = connections
         self.vault = vault
         self.base_url = base_url

@@ -2,7 +2,9 @@
 
 Every serving process start writes its own chain (`chain_id()` in `emit`: `host:pid:<random>`), so instances never
 wait on each other. Row `seq` of a chain holds `prev`, the hash of row `seq - 1` (`GENESIS` for the first), and
-`hash`, the SHA-256 of the canonical encoding of its content, its chain, its seq and that prev. The chain's head
+`hash`, the SHA-256 of the canonical encoding of its content, its chain, its seq and that prev. A row with token
+scopes is encoded as "askback.audit/2", which hashes them too; a row without (NULL) as "askback.audit/1", exactly
+as every row was before scopes were recorded, so that those rows still verify. The chain's head
 (its last seq and hash) is kept in `askback_audit_chains` and moved in the same transaction as the rows, so that a
 rollback leaves no gap and a tail cut off no longer matches the head.
 
@@ -39,7 +41,9 @@ __all__ = [
 GENESIS = "0" * 64
 # First in every encoding, so that a later change of the encoding can be told apart from tampering.
 _ENCODING = "askback.audit/1"
-CONTENT_FIELDS = (
+_ENCODING_SCOPED = "askback.audit/2"
+# The content columns of "askback.audit/1", in hashing order; "askback.audit/2" hashes `scopes` after them all.
+_V1_FIELDS = (
     "at",
     "event",
     "tool",
@@ -54,17 +58,23 @@ CONTENT_FIELDS = (
     "detail",
     "instance",
 )
-_AFTER_AT = (*CONTENT_FIELDS[1:], "chain", "seq", "prev")
+# Every content column a row's hash covers: what the verifier must be given of each row.
+CONTENT_FIELDS = (*_V1_FIELDS, "scopes")
+_AFTER_AT = (*_V1_FIELDS[1:], "chain", "seq", "prev")
 
 
 def canonical(row: Mapping[str, Any]) -> bytes:
     """The bytes a row's hash is taken over: a JSON array of the encoding's name and the hashed fields in a fixed
     order, ASCII only, no spaces. Values are as stored (`keys` and `content` are the JSON text of their columns);
-    `at` is written as a float whatever number type the driver hands back, so that 1 and 1.0 hash alike."""
+    `at` is written as a float whatever number type the driver hands back, so that 1 and 1.0 hash alike. A row
+    whose `scopes` is NULL (or absent) is "askback.audit/1"; one with scopes is "askback.audit/2", with `scopes`
+    last."""
     at = row["at"]
     if isinstance(at, int) and not isinstance(at, bool):
         at = float(at)
-    values = [_ENCODING, at, *[row[name] for name in _AFTER_AT]]
+    fields = [row[name] for name in _AFTER_AT]
+    scopes = row.get("scopes")
+    values = [_ENCODING, at, *fields] if scopes is None else [_ENCODING_SCOPED, at, *fields, scopes]
     # default=repr: a value edited by hand into something JSON has no type for still hashes (and mismatches).
     return json.dumps(values, ensure_ascii=True, separators=(",", ":"), default=repr).encode("ascii")
 

@@ -60,15 +60,17 @@ def emit(event: AuditEvent) -> None:
         "action": event.action,
         "outcome": event.outcome,
         "instance": event.instance,
+        "scopes": None if event.scopes is None else list(event.scopes),
     }
     if logger.isEnabledFor(logging.INFO):
         logger.info(
-            "askback %s tool=%s flow=%s keys=%s principal=%s%s",
+            "askback %s tool=%s flow=%s keys=%s principal=%s%s%s",
             event.event,
             event.tool,
             event.flow_id,
             ",".join(event.keys),
             event.principal,
+            "" if event.scopes is None else f" scopes={','.join(event.scopes)}",
             f" outcome={event.outcome}" if event.outcome else "",
             extra={k: v for k, v in fields.items() if v is not None},
         )

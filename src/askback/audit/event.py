@@ -12,7 +12,12 @@ EventKind = Literal["asked", "answered", "completed", "replayed", "rejected"]
 
 @dataclass(frozen=True)
 class AuditEvent:
-    """One line of the audit log. `at` comes from the caller's clock; `id` is set only when read back."""
+    """One line of the audit log. `at` comes from the caller's clock; `id` is set only when read back.
+
+    `scopes` are the scopes the caller's access token granted, kept sorted and without repeats (`()`: a token that
+    granted none); `None` when no token scopes were recorded, as on every event written before askback recorded
+    them. A scope never contains a space (RFC 6749 section 3.3), so the store keeps them space-separated.
+    """
 
     event: EventKind
     at: float
@@ -27,7 +32,12 @@ class AuditEvent:
     outcome: str | None = None
     detail: str | None = None
     instance: str | None = None
+    scopes: tuple[str, ...] | None = None
     id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.scopes is not None:
+            object.__setattr__(self, "scopes", tuple(sorted({scope for scope in self.scopes if scope})))
 
 
 @dataclass(frozen=True)

@@ -55,13 +55,17 @@ def _answer_cell(ev: AuditEvent) -> str:
 
 def _audit_table(events: list[AuditEvent], *, wide: bool) -> Table:
     # No borders: at 80 columns every character goes to the values. Time and event never wrap; the rest wrap
-    # between words and fold a value too long for its column rather than cut it.
+    # between words and fold a value too long for its column rather than cut it. The scopes column is there only
+    # when some event listed has scopes recorded, so that a trail without tokens keeps its width.
+    scoped = any(ev.scopes is not None for ev in events)
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("time (UTC)", no_wrap=True)
     table.add_column("event", no_wrap=True)
     if wide:
         table.add_column("tool", overflow="fold")
     table.add_column("user", overflow="fold")
+    if scoped:
+        table.add_column("scopes", overflow="fold")
     if wide:
         table.add_column("flow", overflow="fold")
     table.add_column("round", justify="right")
@@ -75,6 +79,8 @@ def _audit_table(events: list[AuditEvent], *, wide: bool) -> Table:
         if wide:
             cells.append(ev.tool or "")
         cells.append(ev.principal or "")
+        if scoped:
+            cells.append(" ".join(ev.scopes or ()))
         if wide:
             cells.append(ev.flow_id or "")
         cells += ["" if ev.round is None else str(ev.round), ", ".join(ev.keys), _answer_cell(ev)]
@@ -144,6 +150,8 @@ def audit(
         for ev in events:
             row = {k: v for k, v in ev.__dict__.items() if v is not None and v != ()}
             row["keys"] = list(ev.keys)
+            if ev.scopes is not None:
+                row["scopes"] = list(ev.scopes)
             row["time"] = dt.datetime.fromtimestamp(ev.at, dt.UTC).isoformat()
             typer.echo(json.dumps(row, sort_keys=True))
         return

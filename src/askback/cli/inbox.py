@@ -347,7 +347,27 @@ def inbox_serve(
     ] = None,
     user_header: Annotated[
         str | None,
-        typer.Option("--user-header", help="Behind a signing-in proxy: the request header naming the person."),
+        typer.Option(
+            "--user-header",
+            help=(
+                "Behind a signing-in proxy: the request header naming the person. The inbox trusts that header as it "
+                "comes, so only the proxy may reach the inbox, and the proxy must set (or remove) it on every request."
+            ),
+        ),
+    ] = None,
+    auth_issuer: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-issuer",
+            help=(
+                "People sign in with OpenID Connect at this issuer (with --auth-client-id; the client secret from "
+                "ASKBACK_SIGNIN_CLIENT_SECRET, the session secret from ASKBACK_SESSION_SECRET, the public URL from "
+                "ASKBACK_PUBLIC_URL, else http://HOST:PORT). Register {public URL}/auth/callback at the issuer."
+            ),
+        ),
+    ] = None,
+    auth_client_id: Annotated[
+        str | None, typer.Option("--auth-client-id", help="The inbox's client id at the --auth-issuer.")
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Resume a call once its round is answered.")
@@ -356,18 +376,17 @@ def inbox_serve(
     """Serve the web inbox: each person's pending questions, a form page per question, URL questions shown with
     their host and an explicit link (never fetched by the runtime), decline and cancel buttons."""
     import uvicorn
-    from starlette.requests import Request
 
-    if (user is None) == (user_header is None):
-        raise UsageError("say who answers: --user NAME (one person) or --user-header HEADER (behind a sign-in proxy)")
+    if sum(given is not None for given in (user, user_header, auth_issuer)) != 1:
+        raise UsageError(
+            "say who answers, one way: --user NAME (one person), --user-header HEADER (behind a signing-in proxy) "
+            "or --auth-issuer URL (people sign in there, with --auth-client-id)"
+        )
+    if (auth_issuer is None) != (auth_client_id is None):
+        raise UsageError("--auth-issuer and --auth-client-id go together: give both, or neither")
     if not 0 < port < 65536:
         raise UsageError(f"--port {port} is not a TCP port")
-
-    def principal(request: Request) -> str | None:
-        if user is not None:
-            return user
-        assert user_header is not None
-        return request.headers.get(user_header) or None
+    principal = _principal(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
 
     async def work(runtime: Runtime) -> None:
         from askback.runtime.inbox import inbox_app as build
@@ -376,9 +395,61 @@ def inbox_serve(
             build(runtime, principal=principal, resume=resume), host=host, port=port, log_level="warning"
         )
         typer.echo(f"askback inbox: http://{host}:{port}/", err=True)
-        await uvicorn.Server(config).serve()
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            close = getattr(principal, "close", None)
+            if close is not None:
+                await close()
 
     with_runtime(database, work)
+
+
+def _principal(
+    user: str | None, user_header: str | None, issuer: str | None, client_id: str | None, served_at: str
+) -> Any:
+    """Who opens an inbox page: the one `--user`, the `--user-header` a proxy sets, or people signed in at
+    `--auth-issuer` (`askback.identity.PeopleSignIn`)."""
+    import os
+    import secrets
+
+    from starlette.requests import Request
+
+    if issuer is not None and client_id is not None:
+        from pydantic import SecretStr
+
+        from askback.errors import ConfigurationError
+        from askback.identity import PeopleSignIn
+
+        client_secret = os.environ.get("ASKBACK_SIGNIN_CLIENT_SECRET", "")
+        if not client_secret:
+            raise ConfigurationError(
+                "--auth-issuer needs the inbox's client secret at the issuer: set ASKBACK_SIGNIN_CLIENT_SECRET."
+            )
+        session_secret = os.environ.get("ASKBACK_SESSION_SECRET", "")
+        if not session_secret:
+            typer.echo(
+                "askback inbox: ASKBACK_SESSION_SECRET is not set, so a session secret was made at start-up: "
+                "everyone's sign-in ends when the inbox restarts",
+                err=True,
+            )
+            session_secret = secrets.token_urlsafe(32)
+        return PeopleSignIn(
+            issuer=issuer,
+            client_id=client_id,
+            client_secret=SecretStr(client_secret),
+            base_url=os.environ.get("ASKBACK_PUBLIC_URL", "").strip() or served_at,
+            session_secret=SecretStr(session_secret),
+            principal_claim=os.environ.get("ASKBACK_AUTH_PRINCIPAL_CLAIM", "").strip() or "sub",
+        )
+
+    def named(request: Request) -> str | None:
+        if user is not None:
+            return user
+        assert user_header is not None
+        return request.headers.get(user_header) or None
+
+    return named
 
 
 def register(app: typer.Typer) -> None:

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from askback.cli.output import UsageError, reports_errors
+from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from askback.identity import ResourceServer
     from askback.server import Askback
 
 __all__ = ["app_factory", "load_object", "load_target", "register"]
@@ -30,6 +32,12 @@ _TARGET_ENV = "ASKBACK_SERVE_TARGET"
 _HOST_ENV = "ASKBACK_SERVE_HOST"
 _LOG_ENV = "ASKBACK_SERVE_LOG"
 _VERIFIER_ENV = "ASKBACK_SERVE_VERIFIER"
+# `--auth-*` options reach the workers as the variables `askback.identity` reads.
+_AUTH_ENV = {
+    "issuer": "ASKBACK_AUTH_ISSUER",
+    "audience": "ASKBACK_AUTH_AUDIENCE",
+    "principal_claim": "ASKBACK_AUTH_PRINCIPAL_CLAIM",
+}
 
 
 def load_object(target: str, what: str) -> Any:
@@ -80,11 +88,39 @@ def app_factory() -> Any:
     logs.configure(level, "text" if fmt == "text" else "json")
     target = os.environ[_TARGET_ENV]
     verifier = os.environ.get(_VERIFIER_ENV)
+    server = load_target(target)
+    resource = resource_server()
+    if resource is not None:
+        server.on_close(resource.close)
     return build_app(
-        load_target(target),
+        server,
         host=os.environ.get(_HOST_ENV, "127.0.0.1"),
         token_verifier=load_object(verifier, "a token verifier") if verifier else None,
+        bearer=resource,
+        mounts=resource.mounts if resource is not None else (),
     )
+
+
+def resource_server() -> ResourceServer | None:
+    """The OAuth 2.1 resource server `ASKBACK_AUTH_*` configure (`--auth-issuer`...), or `None` without an issuer."""
+    from askback.identity import ResourceServer, load_identity_settings
+
+    settings = load_identity_settings()
+    if settings.issuer is None:
+        return None
+    return ResourceServer.from_settings(settings)
+
+
+def describe_check(server: Askback, resource: ResourceServer | None, token_verifier: str | None) -> str | None:
+    """What will check the bearer tokens of `server`'s `/mcp`, in a few words; `None` when nothing will."""
+    from askback.server.http import bearer_check
+
+    if resource is not None:
+        return resource.describe()
+    if token_verifier is not None:
+        return f"the token verifier {token_verifier}"
+    check = bearer_check(server)
+    return check.describe() if check is not None else None
 
 
 def _http_url(host: str, port: int) -> str:
@@ -109,6 +145,33 @@ def serve(
     token_verifier: Annotated[
         str | None, typer.Option(help="MODULE:ATTR of a token verifier; requests without a valid token get 401.")
     ] = None,
+    auth_issuer: Annotated[
+        str | None,
+        typer.Option(
+            help="The OAuth 2.1 authorization server whose access tokens /mcp accepts (default ASKBACK_AUTH_ISSUER).",
+            show_default=False,
+        ),
+    ] = None,
+    auth_audience: Annotated[
+        str | None,
+        typer.Option(
+            help="The audience those tokens must name: this server's /mcp URL (default ASKBACK_AUTH_AUDIENCE).",
+            show_default=False,
+        ),
+    ] = None,
+    auth_principal_claim: Annotated[
+        str | None,
+        typer.Option(
+            help="The token claim naming the user (default ASKBACK_AUTH_PRINCIPAL_CLAIM, else sub).", show_default=False
+        ),
+    ] = None,
+    allow_anonymous: Annotated[
+        bool,
+        typer.Option(
+            "--allow-anonymous",
+            help="Serve a non-loopback address without any token check: every caller is anonymous.",
+        ),
+    ] = False,
     graceful_timeout: Annotated[
         int, typer.Option(min=1, help="Seconds a stopping instance lets running calls finish.")
     ] = 30,
@@ -137,11 +200,26 @@ def serve(
     with listen.bound(host, port) as sockets:
         logs.configure(log_level, fmt)
         os.environ[_LOG_ENV] = f"{log_level}:{fmt}"
+        given = {"issuer": auth_issuer, "audience": auth_audience, "principal_claim": auth_principal_claim}
+        for name, value in given.items():
+            if value is not None:
+                os.environ[_AUTH_ENV[name]] = value
+        resource = resource_server()
+        if resource is not None and token_verifier is not None:
+            raise UsageError("give either --auth-issuer (ASKBACK_AUTH_ISSUER) or --token-verifier, not both")
         if token_verifier is not None:
             load_object(token_verifier, "a token verifier")
             os.environ[_VERIFIER_ENV] = token_verifier
         server = load_target(target)
         server.check_workers(workers)
+        check = describe_check(server, resource, token_verifier)
+        # Demo tokens let anyone be anyone: on a reachable address they are no check at all.
+        demo_only = resource is None and token_verifier is None and server.ports.bearer is None
+        if (check is None or demo_only) and not is_loopback(host) and not allow_anonymous:
+            raise UsageError(
+                f"refusing to serve {host} without checking tokens: pass --auth-issuer URL --auth-audience "
+                "AUD (or --token-verifier MODULE:ATTR), or --allow-anonymous to serve everyone as anonymous"
+            )
 
         async def prepare() -> str:
             # Migrate (SQLite) or check (PostgreSQL) once here, before any worker takes a request.
@@ -171,11 +249,19 @@ def serve(
             database,
             extra={"url": url, "workers": workers, "database": database},
         )
-        if token_verifier is None and not server.settings.demo_auth:
+        if check is not None:
+            log.info("askback: bearer tokens of /mcp are checked by %s", check, extra={"verifier": check})
+        if check is not None and demo_only and not is_loopback(host):
             log.warning(
-                "askback: no --token-verifier, so requests are not authenticated and state then binds to no user: "
-                "anyone holding a pending requestState can answer it. Pass --token-verifier MODULE:ATTR where users "
-                "are real."
+                "askback: demo tokens on %s, reachable from other machines: anyone can be anyone. Pass "
+                "--auth-issuer URL --auth-audience AUD where users are real.",
+                host,
+            )
+        elif check is None:
+            log.warning(
+                "askback: no token check (--auth-issuer, --token-verifier), so requests are not authenticated and "
+                "state then binds to no user: anyone holding a pending requestState can answer it. Pass "
+                "--auth-issuer URL --auth-audience AUD where users are real."
             )
         os.environ[_TARGET_ENV] = target
         os.environ[_HOST_ENV] = host

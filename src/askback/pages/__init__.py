@@ -12,11 +12,14 @@ A product makes one `PageKit` over its folder of templates and its stylesheet (`
 - pages holding a form, rendered with this browser's form token (`askback.asgi.FormGuard`, the double-submit
   pattern, with the `Origin` and `Sec-Fetch-Site` checks), and 303 redirects;
 - the app itself: the product's routes behind the headers and a body cap, every error (404, 405, 413, 500) answered
-  with the product's own problem page.
+  with the product's own problem page;
+- `SignIn`, who the person in the browser is and where they sign in, and `safe_next_path`, the one check of where
+  a person may be sent back to.
 
 The kit imports no product: every product may import it.
 """
 
 from askback.pages._kit import PageKit, security_headers
+from askback.pages._signin import SignIn, safe_next_path
 
-__all__ = ["PageKit", "security_headers"]
+__all__ = ["PageKit", "SignIn", "safe_next_path", "security_headers"]

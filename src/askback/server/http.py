@@ -290,6 +290,14 @@ def bearer_check(
     return None
 
 
+def _routes_of(mounted: Mounted) -> list[Route | Mount]:
+    """The routes of a mount: everything under its path, and the path itself (which a Starlette `Mount` does not
+    match: RFC 9728's `/.well-known/oauth-protected-resource` is a document, not a folder)."""
+    app = _SignedOnly(mounted.app, mounted.auth) if isinstance(mounted.auth, Signed) else mounted.app
+    path = mounted.path.rstrip("/")
+    return [Route(path, app), Mount(path, app=app)]
+
+
 def _metadata_url(check: BearerCheck | None, *, served: bool) -> Callable[[HTTPConnection], str | None]:
     """Where a challenge points for the resource's metadata: the check's own URL, else the document this app serves
     (on the request's own origin), else nowhere."""
@@ -386,10 +394,7 @@ def build_app(
     routes: list[Any] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        *(
-            Mount(m.path.rstrip("/"), app=_SignedOnly(m.app, m.auth) if isinstance(m.auth, Signed) else m.app)
-            for m in mounts
-        ),
+        *(route for m in mounts for route in _routes_of(m)),
         Mount("/", app=mcp_app),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -137,6 +137,8 @@ class _RoundIO:
             tool=self.handler.tool,
             flow_id=note.flow_id,
             principal=self.principal,
+            # Recorded when the token granted some; a caller without scopes reads as before.
+            scopes=tuple(self.caller.scopes) if self.caller is not None and self.caller.scopes else None,
             round=note.round,
             keys=note.keys,
             mode=note.mode,

@@ -70,7 +70,8 @@ class AuditRow(Base):
     """One audit event: a question asked, an answer given, a flow completed or a request rejected.
 
     `chain`, `seq`, `prev` and `hash` link it into its serving process's hash chain (`askback.audit.chain`); they
-    are NULL on rows written before revision 0003."""
+    are NULL on rows written before revision 0003. `scopes` are the caller's token scopes, sorted and
+    space-separated; NULL when none were recorded, as on every row written before revision 0005."""
 
     __tablename__ = "askback_audit"
     __table_args__ = (Index("ix_askback_audit_chain", "chain", "seq", unique=True),)
@@ -93,6 +94,7 @@ class AuditRow(Base):
     seq: Mapped[int | None] = mapped_column(Integer)
     prev: Mapped[str | None] = mapped_column(String(64))
     hash: Mapped[str | None] = mapped_column(String(64))
+    scopes: Mapped[str | None] = mapped_column(Text)
 
 
 class AuditChainRow(Base):

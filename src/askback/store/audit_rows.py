@@ -89,6 +89,7 @@ def to_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
             "outcome": storable(event.outcome),
             "detail": storable(event.detail),
             "instance": storable(event.instance),
+            "scopes": None if event.scopes is None else storable(" ".join(event.scopes)),
         }
         for event in events
     ]
@@ -137,4 +138,5 @@ def from_row(row: Mapping[str, Any]) -> AuditEvent:
         outcome=row["outcome"],
         detail=row["detail"],
         instance=row["instance"],
+        scopes=None if row["scopes"] is None else tuple(row["scopes"].split()),
     )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -12,11 +13,12 @@ from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from askback.asgi import FormGuard
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
-from askback.pages import PageKit
+from askback.extension import Mounted
+from askback.pages import PageKit, SignIn
 from askback.runtime.calls import Claimed, Runtime
 from askback.runtime.inbox import _view
 from askback.runtime.inbox._forms import Refused, read_answer, refused_by_the_runtime
@@ -30,6 +32,9 @@ _MAX_FORM_BYTES = 64 * 1024
 _CSRF_COOKIE = "askback_inbox_csrf"
 
 _KIT = PageKit(Path(__file__).parent / "templates", title_suffix=" · askback inbox")
+
+Principal = Callable[[Request], str | Awaitable[str | None] | None] | SignIn
+"""Who opens a page: a callable naming the person (or `None`), or a `SignIn`, which also says where to sign in."""
 
 
 class _InputKey(Convertor[str]):
@@ -59,11 +64,25 @@ def _problem(request: Request, status: int, **more: Any) -> Response:
 class _Inbox:
     """The pages over one runtime's parked calls, for the person `principal(request)` names."""
 
-    def __init__(self, runtime: Runtime, principal: Callable[[Request], str | None], resume: bool) -> None:
+    def __init__(self, runtime: Runtime, principal: Principal, resume: bool) -> None:
         self.runtime = runtime
-        self.principal = principal
+        self._principal = principal
         self.resume = resume
         self.guard = FormGuard(_CSRF_COOKIE, path="/")
+
+    async def principal(self, request: Request) -> str | None:
+        found = self._principal(request)
+        return await found if inspect.isawaitable(found) else found
+
+    def nobody(self, request: Request) -> Response:
+        """The answer to a page opened by nobody signed in: to the sign-in and back to the page when there is one,
+        else the page saying so (401)."""
+        if isinstance(self._principal, SignIn):
+            here = f"{request.url.path}?{request.url.query}" if request.url.query else request.url.path
+            sign_in = self._principal.sign_in_url(request, here)
+            if sign_in is not None:
+                return _KIT.redirect(sign_in)
+        return _problem(request, 401)
 
     async def asked(self, person: str, call_id: str, round_: int, key: str) -> _view.Asked | CallRecord | None:
         """The person's pending question; their call when it no longer waits on that question; None when there is no
@@ -107,9 +126,9 @@ class _Inbox:
         return _problem(request, 409, link=link)
 
     async def listing(self, request: Request) -> Response:
-        person = self.principal(request)
+        person = await self.principal(request)
         if person is None:
-            return _problem(request, 401)
+            return self.nobody(request)
         items = [
             self.shown(p.question, _view.HELD if p.in_memory else _view.asker(p.method, p.target), p.deadline)
             for p in await self.runtime.inbox(principal=person)
@@ -119,9 +138,9 @@ class _Inbox:
         return _KIT.page(request, "list.html", _view.listing(_base(request), person, items, done, ready))
 
     async def show(self, request: Request) -> Response:
-        person = self.principal(request)
+        person = await self.principal(request)
         if person is None:
-            return _problem(request, 401)
+            return self.nobody(request)
         params = request.path_params
         found = await self.asked(person, params["call_id"], params["round"], params["key"])
         if found is None:
@@ -135,9 +154,9 @@ class _Inbox:
         form = await request.form(max_files=0)
         if self.guard.check(request, form) is not None:
             return _problem(request, 403)
-        person = self.principal(request)
+        person = await self.principal(request)
         if person is None:
-            return _problem(request, 401)
+            return self.nobody(request)
         params = request.path_params
         call_id, round_, key = params["call_id"], params["round"], params["key"]
         found = await self.asked(person, call_id, round_, key)
@@ -176,9 +195,9 @@ class _Inbox:
         return _KIT.redirect(f"{_view.call_path(base, call_id)}{flag}")
 
     async def call_page(self, request: Request) -> Response:
-        person = self.principal(request)
+        person = await self.principal(request)
         if person is None:
-            return _problem(request, 401)
+            return self.nobody(request)
         call_id = request.path_params["call_id"]
         try:
             record = await self.runtime.calls.get(call_id)
@@ -191,10 +210,12 @@ class _Inbox:
         return _KIT.page(request, "call.html", _view.call(_base(request), record, pending, resumed=resumed))
 
 
-def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], resume: bool = False) -> Starlette:
+def inbox_app(runtime: Runtime, *, principal: Principal, resume: bool = False) -> Starlette:
     """The web inbox over `runtime`'s parked calls. `principal(request)` names the person who opens a page (None:
-    nobody is signed in, and the page says how to sign in). With `resume`, the last answer of a round sends the round
-    back to its server at once; without, `askback inbox resume` (or the agent) does."""
+    nobody is signed in, and the page says how to sign in); a `SignIn` (`askback.identity.PeopleSignIn`) sends that
+    person to sign in and back to the page instead, and its own pages (its `mounts`) are served beside the inbox.
+    With `resume`, the last answer of a round sends the round back to its server at once; without, `askback inbox
+    resume` (or the agent) does."""
     inbox = _Inbox(runtime, principal, resume)
     routes = [
         Route("/", inbox.listing, methods=["GET"]),
@@ -202,4 +223,10 @@ def inbox_app(runtime: Runtime, *, principal: Callable[[Request], str | None], r
         Route("/q/{call_id}/{round:int}/{key:input_key}", inbox.answer, methods=["POST"]),
         Route("/calls/{call_id}", inbox.call_page, methods=["GET"]),
     ]
-    return _KIT.app(routes, max_body=_MAX_FORM_BYTES, problem=_problem)
+    pages = _KIT.app(routes, max_body=_MAX_FORM_BYTES, problem=_problem)
+    beside = [m for m in getattr(principal, "mounts", ()) if isinstance(m, Mounted)]
+    if not beside:
+        return pages
+    # Each mounted app answers with its own headers (its own stylesheet's hash), so it sits beside the inbox's app.
+    served: list[BaseRoute] = [Mount(m.path, app=m.app) for m in beside]
+    return Starlette(routes=[*served, Mount("/", app=pages)])

@@ -1,0 +1,141 @@
+"""Opaque access tokens, checked by asking the authorization server (RFC 7662 token introspection).
+
+askback posts the token to the introspection endpoint, authenticated with its own client credentials
+(`client_secret_basic`). An inactive token, one of another issuer, or one for another audience is an
+`InvalidTokenError`; an endpoint that cannot answer (unreachable, 5xx, refusing askback's credentials, not JSON) is an
+`IssuerUnavailableError`, never an accepted token. Positive answers are kept for a short while (at most `max_ttl`,
+never past the token's `exp`), keyed by the SHA-256 of the token so the cache never holds a token, and bounded in
+size (the oldest answer goes first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from askback.clock import Clock
+from askback.errors import InvalidTokenError, IssuerUnavailableError
+
+__all__ = ["Introspector", "check_introspection"]
+
+MAX_ENTRIES = 10_000
+MAX_TTL = 60.0
+
+
+def _audiences(answer: Mapping[str, Any]) -> list[str]:
+    aud = answer.get("aud")
+    if isinstance(aud, str):
+        return [aud]
+    if isinstance(aud, list):
+        return [a for a in aud if isinstance(a, str)]
+    return []
+
+
+def check_introspection(
+    answer: Mapping[str, Any], *, issuer: str | None, audience: str | None, principal_claim: str, now: float
+) -> None:
+    """Refuse (`InvalidTokenError`) an introspection answer unless it says the token is active, of `issuer` (when
+    it names one), for `audience`, unexpired and naming a principal."""
+    if answer.get("active") is not True:
+        raise InvalidTokenError("the token is not active")
+    if issuer is not None and "iss" in answer and answer["iss"] != issuer:
+        raise InvalidTokenError("the token was issued by another issuer")
+    if audience is not None and audience not in _audiences(answer):
+        raise InvalidTokenError("the token was issued for another audience")
+    exp = answer.get("exp")
+    if isinstance(exp, (int, float)) and not isinstance(exp, bool) and exp <= now:
+        raise InvalidTokenError("the token has expired")
+    principal = answer.get(principal_claim)
+    if not isinstance(principal, str) or not principal:
+        raise InvalidTokenError(f"the token names no principal (claim {principal_claim})")
+
+
+class Introspector:
+    """Asks `url` about opaque tokens (see the module's docstring)."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        url: str,
+        *,
+        client_id: str,
+        client_secret: str,
+        issuer: str | None,
+        audience: str | None,
+        principal_claim: str = "sub",
+        clock: Clock,
+        max_entries: int = MAX_ENTRIES,
+        max_ttl: float = MAX_TTL,
+    ) -> None:
+        self._http = http
+        self._url = url
+        # RFC 6749 §2.3.1: the id and secret are form-encoded before they are put in the Basic header.
+        self._auth = httpx.BasicAuth(quote(client_id, safe=""), quote(client_secret, safe=""))
+        self._issuer = issuer
+        self._audience = audience
+        self._principal_claim = principal_claim
+        self._clock = clock
+        self._max_entries = max_entries
+        self._max_ttl = max_ttl
+        self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self.requests = 0
+
+    async def introspect(self, token: str) -> dict[str, Any]:
+        """The introspection answer for an accepted `token`; raises `InvalidTokenError` or
+        `IssuerUnavailableError`."""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        now = self._clock.now()
+        cached = self._cache.get(digest)
+        if cached is not None:
+            until, answer = cached
+            if now < until:
+                return dict(answer)
+            del self._cache[digest]
+        answer = await self._ask(token)
+        check_introspection(
+            answer, issuer=self._issuer, audience=self._audience, principal_claim=self._principal_claim, now=now
+        )
+        until = now + self._max_ttl
+        exp = answer.get("exp")
+        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
+            until = min(until, float(exp))
+        self._remember(digest, until, answer)
+        return dict(answer)
+
+    def _remember(self, digest: str, until: float, answer: dict[str, Any]) -> None:
+        self._cache[digest] = (until, answer)
+        while len(self._cache) > self._max_entries:
+            self._cache.popitem(last=False)
+
+    async def _ask(self, token: str) -> dict[str, Any]:
+        self.requests += 1
+        try:
+            response = await self._http.post(
+                self._url,
+                data={"token": token, "token_type_hint": "access_token"},
+                auth=self._auth,
+                headers={"Accept": "application/json"},
+            )
+        except httpx.HTTPError as exc:
+            raise IssuerUnavailableError(
+                f"the introspection endpoint could not be reached ({type(exc).__name__})"
+            ) from None
+        if response.status_code in (401, 403):
+            raise IssuerUnavailableError(
+                "the introspection endpoint refused askback's client credentials: check ASKBACK_AUTH_CLIENT_ID "
+                "and ASKBACK_AUTH_CLIENT_SECRET"
+            )
+        if response.status_code != 200:
+            raise IssuerUnavailableError(f"the introspection endpoint answered HTTP {response.status_code}")
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise IssuerUnavailableError("the introspection endpoint did not answer a JSON object")
+        return answer

@@ -1,0 +1,264 @@
+"""Checking a signed JWT: an access token (RFC 9068) for `/mcp`, or an ID token (OpenID Connect Core 3.1.3.7) for
+the people sign-in.
+
+The order matters. The header's `alg` is checked against the server's allow-list before anything is verified (the
+allow-list is the server's, not the token's: never `none`, never an HMAC algorithm, whose "secret" would be the
+issuer's public key). A token whose unverified `iss` names another issuer is refused there, before any key is
+looked up, so it neither reaches that issuer nor spends a refetch of the trusted one. Then the signature, against the
+issuer's key the `kid` names (`KeyCache`), through joserfc; then the claims, each refusal an `InvalidTokenError`
+with a short reason and never the token. The claim checks are pure functions of the claims and the time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from joserfc import jwt
+from joserfc.errors import BadSignatureError, JoseError
+from joserfc.jws import JWSRegistry, extract_compact
+
+from askback.core.caller import Caller
+from askback.errors import InvalidTokenError
+
+if TYPE_CHECKING:
+    from askback.identity._keys import KeyCache
+    from askback.identity._settings import IdentitySettings
+
+__all__ = [
+    "ACCESS_TOKEN_TYPES",
+    "DEFAULT_ALGORITHMS",
+    "caller_from_claims",
+    "check_access_claims",
+    "check_algorithms",
+    "check_id_token_claims",
+    "looks_like_jwt",
+    "precheck_jwt",
+    "scopes_of",
+    "verify_id_token",
+    "verify_jwt",
+]
+
+DEFAULT_ALGORITHMS: tuple[str, ...] = ("RS256", "ES256", "PS256", "EdDSA")
+# RFC 9068 §2.1; a missing `typ` is accepted too.
+ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})
+MAX_TOKEN_LENGTH = 16_384
+
+
+def check_algorithms(algorithms: Collection[str]) -> tuple[str, ...]:
+    """`algorithms` when each may sign a token askback accepts; raises `ValueError` for `none` and HMAC ones."""
+    if not algorithms:
+        raise ValueError("name at least one signing algorithm (for example RS256)")
+    for name in algorithms:
+        if name.lower() == "none":
+            raise ValueError("'none' is not a signing algorithm; a token must be signed")
+        if name.upper().startswith("HS"):
+            raise ValueError(
+                f"{name} is an HMAC algorithm: a resource server holds no shared secret, and an HMAC check keyed "
+                "with a public key can be forged by anyone"
+            )
+        if name not in JWSRegistry.algorithms:
+            raise ValueError(f"{name} is not a JWS signing algorithm askback knows")
+    return tuple(algorithms)
+
+
+def looks_like_jwt(token: str) -> bool:
+    """Whether `token` has the shape of a compact JWS (three dot-separated parts, the first two non-empty)."""
+    parts = token.split(".")
+    return len(parts) == 3 and bool(parts[0]) and bool(parts[1])
+
+
+def _unverified(token: str) -> tuple[dict[str, Any], Any]:
+    """The header and claims of `token` as it says, before anything is verified: only for refusals."""
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise InvalidTokenError("the token is too long")
+    try:
+        compact = extract_compact(token.encode("ascii"))
+        header = dict(compact.headers())
+        claims = json.loads(compact.payload)
+    except (JoseError, ValueError, TypeError, UnicodeError):
+        raise InvalidTokenError("the token is not a well-formed JWT") from None
+    return header, claims
+
+
+def precheck_jwt(token: str, *, issuer: str, algorithms: Collection[str]) -> dict[str, Any]:
+    """The unverified header of `token` unless its algorithm is not on the allow-list or it names another issuer
+    (`InvalidTokenError`): the refusals that need no key, and so no request to any issuer."""
+    header, claims = _unverified(token)
+    alg = header.get("alg")
+    if not isinstance(alg, str) or alg not in algorithms or alg.lower() == "none" or alg.upper().startswith("HS"):
+        raise InvalidTokenError("the token's signing algorithm is not accepted")
+    if not isinstance(claims, dict) or claims.get("iss") != issuer:
+        raise InvalidTokenError("the token was issued by another issuer")
+    return header
+
+
+async def _signed(
+    token: str, *, keys: KeyCache, issuer: str, algorithms: Collection[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The header and claims of `token` once its algorithm, issuer and signature are accepted."""
+    header = precheck_jwt(token, issuer=issuer, algorithms=algorithms)
+    alg = header["alg"]
+    kid = header.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise InvalidTokenError("the token is not a well-formed JWT")
+    key = await keys.key_for(kid)
+    key_alg = key.get("alg")
+    if key_alg is not None and key_alg != alg:
+        raise InvalidTokenError("the token's signing algorithm does not match its key")
+    try:
+        verified = jwt.decode(token, key, algorithms=[alg], registry=JWSRegistry(strict_check_header=False))
+    except BadSignatureError:
+        raise InvalidTokenError("the token's signature is not valid") from None
+    except JoseError:
+        raise InvalidTokenError("the token's signature could not be checked with the issuer's key") from None
+    return dict(verified.header), dict(verified.claims)
+
+
+def _number(claims: Mapping[str, Any], name: str) -> float | None:
+    value = claims.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTokenError(f"the token's {name} is not a time")
+    return float(value)
+
+
+def _check_times(claims: Mapping[str, Any], *, now: float, leeway: float, iat_required: bool = False) -> None:
+    exp = _number(claims, "exp")
+    if exp is None:
+        raise InvalidTokenError("the token has no expiry (exp)")
+    if now > exp + leeway:
+        raise InvalidTokenError("the token has expired")
+    nbf = _number(claims, "nbf")
+    if nbf is not None and nbf > now + leeway:
+        raise InvalidTokenError("the token is not yet valid (nbf)")
+    iat = _number(claims, "iat")
+    if iat is None and iat_required:
+        raise InvalidTokenError("the token has no issue time (iat)")
+    if iat is not None and iat > now + leeway:
+        raise InvalidTokenError("the token was issued in the future (iat)")
+
+
+def _audiences(claims: Mapping[str, Any]) -> list[str]:
+    aud = claims.get("aud")
+    if isinstance(aud, str):
+        return [aud]
+    if isinstance(aud, list) and all(isinstance(a, str) for a in aud):
+        return list(aud)
+    return []
+
+
+def check_access_claims(
+    header: Mapping[str, Any],
+    claims: Mapping[str, Any],
+    *,
+    issuer: str,
+    audience: str,
+    principal_claim: str,
+    now: float,
+    leeway: float,
+    accept_jwt_typ: bool = False,
+) -> None:
+    """Refuse (`InvalidTokenError`) the verified access token `header`/`claims` unless it is a token of `issuer`
+    for `audience`, valid at `now` (give or take `leeway` seconds), naming a principal."""
+    typ = header.get("typ")
+    if typ is not None:
+        accepted = ACCESS_TOKEN_TYPES | ({"jwt"} if accept_jwt_typ else set())
+        if not isinstance(typ, str) or typ.lower() not in accepted:
+            raise InvalidTokenError("the token is not an access token (typ)")
+    if claims.get("iss") != issuer:
+        raise InvalidTokenError("the token was issued by another issuer")
+    if audience not in _audiences(claims):
+        raise InvalidTokenError("the token was issued for another audience")
+    _check_times(claims, now=now, leeway=leeway)
+    principal = claims.get(principal_claim)
+    if not isinstance(principal, str) or not principal:
+        raise InvalidTokenError(f"the token names no principal (claim {principal_claim})")
+
+
+def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
+    """The scopes a token grants: `scope` (space-separated), else `scp` (a list, or space-separated)."""
+    for name in ("scope", "scp"):
+        value = claims.get(name)
+        if isinstance(value, str):
+            return frozenset(value.split())
+        if isinstance(value, list):
+            return frozenset(s for s in value if isinstance(s, str) and s)
+    return frozenset()
+
+
+def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issuer: str | None) -> Caller:
+    """The `Caller` accepted claims name."""
+    client_id = claims.get("client_id", claims.get("azp"))
+    exp = claims.get("exp")
+    return Caller(
+        principal=str(claims[principal_claim]),
+        scopes=scopes_of(claims),
+        client_id=client_id if isinstance(client_id, str) else None,
+        issuer=issuer,
+        expires_at=int(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else None,
+    )
+
+
+async def verify_jwt(token: str, *, keys: KeyCache, settings: IdentitySettings, now: float) -> dict[str, Any]:
+    """The claims of the JWT access token `token` once every check of `settings` passes; raises `InvalidTokenError`
+    (or `IssuerUnavailableError` when the issuer's keys cannot be read)."""
+    issuer, audience = settings.issuer, settings.expected_audience
+    if issuer is None or audience is None:
+        raise InvalidTokenError("no issuer and audience are configured to check the token against")
+    header, claims = await _signed(token, keys=keys, issuer=issuer, algorithms=settings.algorithms)
+    check_access_claims(
+        header,
+        claims,
+        issuer=issuer,
+        audience=audience,
+        principal_claim=settings.principal_claim,
+        now=now,
+        leeway=settings.leeway,
+        accept_jwt_typ=settings.accept_jwt_typ,
+    )
+    return claims
+
+
+def check_id_token_claims(
+    claims: Mapping[str, Any], *, issuer: str, client_id: str, nonce: str | None, now: float, leeway: float
+) -> None:
+    """Refuse (`InvalidTokenError`) verified ID token claims unless OpenID Connect Core 3.1.3.7 accepts them for
+    `client_id` (and the `nonce` the sign-in sent, when it sent one)."""
+    if claims.get("iss") != issuer:
+        raise InvalidTokenError("the ID token was issued by another issuer")
+    audiences = _audiences(claims)
+    if client_id not in audiences:
+        raise InvalidTokenError("the ID token was issued for another client")
+    azp = claims.get("azp")
+    if (len(audiences) > 1 or azp is not None) and azp != client_id:
+        raise InvalidTokenError("the ID token was issued to another party (azp)")
+    _check_times(claims, now=now, leeway=leeway, iat_required=True)
+    if nonce is not None:
+        sent = claims.get("nonce")
+        if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), nonce.encode()):
+            raise InvalidTokenError("the ID token's nonce is not the one this sign-in sent")
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        raise InvalidTokenError("the ID token names no subject (sub)")
+
+
+async def verify_id_token(
+    token: str,
+    *,
+    keys: KeyCache,
+    issuer: str,
+    client_id: str,
+    nonce: str | None,
+    now: float,
+    leeway: float = 60.0,
+    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
+) -> dict[str, Any]:
+    """The claims of the ID token `token` once its signature and claims are accepted; raises `InvalidTokenError`
+    (or `IssuerUnavailableError` when the issuer's keys cannot be read)."""
+    _, claims = await _signed(token, keys=keys, issuer=issuer, algorithms=algorithms)
+    check_id_token_claims(claims, issuer=issuer, client_id=client_id, nonce=nonce, now=now, leeway=leeway)
+    return claims

@@ -1,0 +1,433 @@
+"""`PeopleSignIn`: people signed in on the pages askback hosts, through OpenID Connect at an issuer.
+
+The flow is the authorization code flow with PKCE (S256), a `state` and a `nonce`:
+
+1. a page finds nobody signed in and sends the person to `{prefix}/sign-in?next=/the/page` (`sign_in_url`);
+2. that answers 303 to the issuer's authorization endpoint, and keeps what the way back needs (`state`, `nonce`,
+   `next`) in a cookie of its own, signed, HttpOnly, SameSite=Lax, for ten minutes and only for `{prefix}/callback`;
+   the PKCE verifier is derived from `state` under the session secret, so no cookie holds it;
+3. the issuer sends the person back to `{prefix}/callback?code&state`: the state must be the one this browser's
+   cookie holds (a callback brought by another browser, or after ten minutes, is refused), the code is redeemed at
+   the token endpoint (client_secret_basic, with the verifier), and the ID token verified (signature against the
+   issuer's published keys, `iss`, `aud`, times, `nonce`);
+4. the session cookie `askback_session` is set (signed; the principal and its end; HttpOnly, SameSite=Lax, Secure
+   unless the site is plain http on loopback, Path=/) and the person sent (303) back to `next`, a path on this site
+   only.
+
+`POST {prefix}/sign-out` (from the form at `GET {prefix}/sign-out`, through `askback.asgi.FormGuard`) clears the
+session cookie. A provider's `error=`, a bad state or an ID token that does not verify is a problem page, and nothing
+is set. Nothing the issuer sends (a code, a token) is ever written in a page or a message.
+
+`PeopleSignIn` is an `askback.pages.SignIn` (who is signed in, where to sign in) for the account pages and the web
+inbox, and an `askback.extension.Extension` that serves these routes `Open()` under `prefix`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import anyio
+import httpx
+from pydantic import SecretStr
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from askback.asgi import FormGuard
+from askback.clock import Clock, SystemClock
+from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
+from askback.extension import ExtensionContext, Mounted, Open, Ports
+from askback.identity._discovery import IssuerMetadata, check_issuer, discover, is_loopback
+from askback.identity._jwt import verify_id_token
+from askback.identity._keys import KeyCache
+from askback.identity._session import PENDING_TTL, PendingSignIn, Session, SessionSigner, code_challenge
+from askback.pages import PageKit, safe_next_path
+
+__all__ = ["PeopleSignIn"]
+
+logger = logging.getLogger("askback.identity")
+
+_KIT = PageKit(Path(__file__).parent / "templates", title_suffix=" · askback")
+_MAX_FORM_BYTES = 4 * 1024
+_TIMEOUT = 10.0
+_PENDING_COOKIE = "askback_sign_in_"
+_ERROR_CODE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
+
+_PROBLEMS: Mapping[int, tuple[str, str]] = {
+    403: ("Refused", "This form was not sent from a page of this site in this browser, so it was refused."),
+    404: ("Page not found", "There is no page at this address."),
+    405: ("Not allowed", "This page cannot be used that way."),
+    413: ("Too much was sent", "The form sent more than this page accepts."),
+}
+_PROBLEM = ("Something went wrong", "The request could not be handled. Nobody was signed in.")
+
+
+def _problem(request: Request, status: int) -> Response:
+    title, text = _PROBLEMS.get(status, _PROBLEM)
+    return _KIT.page(request, "problem.html", {"title": title, "text": text, "again": None}, status=status)
+
+
+def _secret_bytes(secret: SecretStr | str | bytes) -> bytes:
+    if isinstance(secret, SecretStr):
+        secret = secret.get_secret_value()
+    return secret.encode() if isinstance(secret, str) else bytes(secret)
+
+
+class PeopleSignIn:
+    """People signed in through OpenID Connect at `issuer`, as the client `client_id` (see the module's docstring).
+
+    `base_url` is where people reach the site (https, or http on loopback for development): the redirect URI
+    registered at the issuer is `{base_url}{prefix}/callback`. `session_secret` (at least 32 bytes, the same on
+    every instance) signs the cookies; `principal_claim` of the ID token names the person; a session lasts
+    `session_ttl` seconds. `http` is the client for the issuer (one of its own when `None`, closed by `close`)."""
+
+    name = "sign-in"
+    migrations = ()
+    COOKIE = "askback_session"
+
+    def __init__(
+        self,
+        *,
+        issuer: str,
+        client_id: str,
+        client_secret: SecretStr,
+        base_url: str,
+        session_secret: SecretStr | str | bytes,
+        principal_claim: str = "sub",
+        session_ttl: float = 8 * 3600.0,
+        prefix: str = "/auth",
+        http: httpx.AsyncClient | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        try:
+            self.issuer = check_issuer(issuer)
+        except ValueError as exc:
+            raise ConfigurationError(f"The people's sign-in issuer is not usable: {exc}.") from None
+        site = urlsplit(base_url)
+        if site.scheme not in ("https", "http") or not site.hostname or site.query or site.fragment:
+            raise ConfigurationError(
+                "The people's sign-in needs the site's base URL (ASKBACK_PUBLIC_URL), such as https://tools.example.com."
+            )
+        if site.scheme == "http" and not is_loopback(site.hostname):
+            raise ConfigurationError(
+                "The people's sign-in sets its session cookie Secure, which a browser keeps only over https: give "
+                "the site's https URL (ASKBACK_PUBLIC_URL; http is accepted only on loopback, for development)."
+            )
+        if not client_id:
+            raise ConfigurationError(
+                "The people's sign-in needs its client id at the issuer (ASKBACK_SIGNIN_CLIENT_ID)."
+            )
+        if session_ttl <= 0:
+            raise ConfigurationError("The people's sign-in needs a session lifetime above 0 seconds.")
+        try:
+            self._signer = SessionSigner(_secret_bytes(session_secret))
+        except ValueError:
+            raise ConfigurationError(
+                "The people's session secret (ASKBACK_SESSION_SECRET) must be at least 32 bytes: make one with "
+                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`, the same on every instance."
+            ) from None
+        self.client_id = client_id
+        self._client_secret = client_secret
+        self.base_url = base_url.rstrip("/")
+        self.prefix = "/" + prefix.strip("/")
+        self.principal_claim = principal_claim
+        self.session_ttl = float(session_ttl)
+        self.secure = site.scheme == "https"
+        self._site_path = site.path.rstrip("/")
+        self.redirect_uri = f"{self.base_url}{self.prefix}/callback"
+        self._clock: Clock = clock or SystemClock()
+        self._http = http
+        self._own_http: httpx.AsyncClient | None = None
+        self._metadata: IssuerMetadata | None = None
+        self._keys: KeyCache | None = None
+        self._lock = anyio.Lock()
+        self._guard = FormGuard(
+            "askback_sign_in_csrf", path=f"{self._site_path}{self.prefix}", origins=[self.base_url], secure=self.secure
+        )
+        self.app = self._build_app()
+        self.mounts = (Mounted(self.prefix, self.app, auth=Open()),)
+        self.ports = Ports()
+
+    def __repr__(self) -> str:
+        return f"PeopleSignIn(issuer={self.issuer!r}, client_id={self.client_id!r})"
+
+    @classmethod
+    def from_settings(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        prefix: str = "/auth",
+        http: httpx.AsyncClient | None = None,
+        clock: Clock | None = None,
+    ) -> PeopleSignIn:
+        """The sign-in configured by `environ` (the process's environment when `None`): the issuer
+        `ASKBACK_SIGNIN_ISSUER` (people's issuer, when it is not the tokens' one) else `ASKBACK_AUTH_ISSUER`,
+        `ASKBACK_SIGNIN_CLIENT_ID`, `ASKBACK_SIGNIN_CLIENT_SECRET`, `ASKBACK_SESSION_SECRET`, `ASKBACK_PUBLIC_URL`
+        and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`). A missing value is a `ConfigurationError` naming it."""
+        env = os.environ if environ is None else environ
+
+        def need(name: str, what: str) -> str:
+            value = env.get(name, "").strip()
+            if not value:
+                raise ConfigurationError(f"The people's sign-in needs {what}: set {name}.")
+            return value
+
+        issuer = env.get("ASKBACK_SIGNIN_ISSUER", "").strip() or need(
+            "ASKBACK_AUTH_ISSUER", "the issuer people sign in at (or ASKBACK_SIGNIN_ISSUER)"
+        )
+        return cls(
+            issuer=issuer,
+            client_id=need("ASKBACK_SIGNIN_CLIENT_ID", "its client id at the issuer"),
+            client_secret=SecretStr(need("ASKBACK_SIGNIN_CLIENT_SECRET", "its client secret at the issuer")),
+            base_url=need("ASKBACK_PUBLIC_URL", "the URL people reach the site at"),
+            session_secret=SecretStr(need("ASKBACK_SESSION_SECRET", "a session secret of at least 32 bytes")),
+            principal_claim=env.get("ASKBACK_AUTH_PRINCIPAL_CLAIM", "").strip() or "sub",
+            prefix=prefix,
+            http=http,
+            clock=clock,
+        )
+
+    # --- the extension ----------------------------------------------------------------------------------------------
+
+    async def start(self, context: ExtensionContext | None = None) -> None:
+        """Nothing to open: the issuer's metadata is read on the first sign-in (an issuer down at start-up is a
+        page saying so, not a server that does not start)."""
+
+    async def close(self) -> None:
+        """Close the HTTP client of its own, if it made one."""
+        if self._own_http is not None:
+            await self._own_http.aclose()
+            self._own_http = None
+            self._metadata = self._keys = None
+
+    # --- the SignIn -------------------------------------------------------------------------------------------------
+
+    async def __call__(self, request: Request) -> str | None:
+        session = self._signer.session_of(request.cookies.get(self.COOKIE), now=self._clock.now())
+        return None if session is None else session.principal
+
+    def sign_in_url(self, request: Request, next_path: str) -> str | None:
+        """`{prefix}/sign-in`, coming back to `next_path` when it is a path on this site (else to `/`)."""
+        back = safe_next_path(next_path) or "/"
+        return f"{self._site_path}{self.prefix}/sign-in?{urlencode({'next': back})}"
+
+    def session_cookie(self, principal: str) -> str:
+        """The value of a session cookie that signs `principal` in from now (for a deployment's own tests)."""
+        return self._signer.session_value(Session(principal, self._clock.now() + self.session_ttl))
+
+    # --- the issuer -------------------------------------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is not None:
+            return self._http
+        if self._own_http is None:
+            self._own_http = httpx.AsyncClient(timeout=_TIMEOUT, follow_redirects=False)
+        return self._own_http
+
+    async def _issuer(self) -> tuple[IssuerMetadata, KeyCache]:
+        async with self._lock:
+            if self._metadata is None or self._keys is None:
+                metadata = await discover(self._client(), self.issuer)
+                if metadata.authorization_endpoint is None or metadata.token_endpoint is None:
+                    raise IssuerUnavailableError(
+                        f"the issuer {self.issuer} names no authorization or token endpoint, so people cannot sign "
+                        "in there"
+                    )
+                self._metadata = metadata
+                self._keys = KeyCache(self._client(), metadata.jwks_uri, clock=self._clock)
+            return self._metadata, self._keys
+
+    async def _redeem(self, metadata: IssuerMetadata, code: str, state: str) -> str:
+        """The ID token the token endpoint gives for `code`; raises `InvalidTokenError` when it refuses it and
+        `IssuerUnavailableError` when it cannot be reached or answers badly."""
+        assert metadata.token_endpoint is not None
+        # client_secret_basic: each part form-encoded before it is joined (RFC 6749 section 2.3.1).
+        auth = (quote(self.client_id, safe=""), quote(self._client_secret.get_secret_value(), safe=""))
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": self.redirect_uri,
+            "code_verifier": self._signer.code_verifier(state),
+        }
+        try:
+            reply = await self._client().post(
+                metadata.token_endpoint, data=form, auth=auth, headers={"Accept": "application/json"}
+            )
+        except httpx.HTTPError as exc:
+            raise IssuerUnavailableError(
+                f"the issuer's token endpoint could not be reached ({type(exc).__name__})"
+            ) from None
+        try:
+            body: Any = reply.json()
+        except ValueError:
+            body = None
+        if reply.status_code in (400, 401) and isinstance(body, dict) and isinstance(body.get("error"), str):
+            raise InvalidTokenError("the issuer refused the sign-in's code")
+        if reply.status_code != 200 or not isinstance(body, dict):
+            raise IssuerUnavailableError(f"the issuer's token endpoint answered HTTP {reply.status_code}")
+        id_token = body.get("id_token")
+        if not isinstance(id_token, str) or not id_token:
+            raise InvalidTokenError("the issuer gave no ID token (is the scope openid allowed for this client?)")
+        return id_token
+
+    # --- the routes -------------------------------------------------------------------------------------------------
+
+    def _failed(self, request: Request, status: int, title: str, text: str) -> Response:
+        again = f"{self._site_path}{self.prefix}/sign-in"
+        return _KIT.page(request, "problem.html", {"title": title, "text": text, "again": again}, status=status)
+
+    def _unavailable(self, request: Request, exc: IssuerUnavailableError) -> Response:
+        logger.warning("people's sign-in: %s", exc)
+        response = self._failed(
+            request,
+            503,
+            "Sign-in unavailable",
+            "The sign-in provider cannot be reached or answered badly just now. Nobody was signed in. Try again in "
+            "a moment.",
+        )
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+
+    def _pending_cookie(self, state: str) -> str:
+        # One cookie per sign-in under way, so a person signing in from two tabs comes back in both.
+        return f"{_PENDING_COOKIE}{state[:16]}"
+
+    async def _sign_in(self, request: Request) -> Response:
+        try:
+            metadata, _ = await self._issuer()
+        except IssuerUnavailableError as exc:
+            return self._unavailable(request, exc)
+        assert metadata.authorization_endpoint is not None
+        next_path = safe_next_path(request.query_params.get("next")) or "/"
+        pending = PendingSignIn.new(next_path, now=self._clock.now())
+        query = urlencode(
+            {
+                "response_type": "code",
+                "client_id": self.client_id,
+                "redirect_uri": self.redirect_uri,
+                "scope": "openid",
+                "state": pending.state,
+                "nonce": pending.nonce,
+                "code_challenge": code_challenge(self._signer.code_verifier(pending.state)),
+                "code_challenge_method": "S256",
+            }
+        )
+        joiner = "&" if "?" in metadata.authorization_endpoint else "?"
+        response = _KIT.redirect(f"{metadata.authorization_endpoint}{joiner}{query}")
+        # Lax, not Strict: the issuer sends the person back with a top-level cross-site GET, which must carry it.
+        response.set_cookie(
+            self._pending_cookie(pending.state),
+            self._signer.pending_value(pending),
+            max_age=int(PENDING_TTL),
+            path=f"{self._site_path}{self.prefix}/callback",
+            httponly=True,
+            samesite="lax",
+            secure=self.secure,
+        )
+        return response
+
+    async def _callback(self, request: Request) -> Response:
+        query = request.query_params
+        state = query.get("state") or ""
+        cookie = self._pending_cookie(state)
+        pending = self._signer.pending_of(request.cookies.get(cookie), state=state, now=self._clock.now())
+        error = query.get("error")
+        if error is not None:
+            said = error if len(error) <= 64 and set(error) <= _ERROR_CODE_CHARS else "an error"
+            response = self._failed(
+                request,
+                400,
+                "Not signed in",
+                f"The sign-in provider did not sign you in (it said {said}). Nobody was signed in.",
+            )
+        elif pending is None:
+            return self._failed(
+                request,
+                400,
+                "Not signed in",
+                "This sign-in was not started in this browser, or it took longer than ten minutes. Nobody was signed "
+                "in. Open the page you wanted again to sign in.",
+            )
+        elif query.get("iss") not in (None, self.issuer):
+            # RFC 9207: an answer from another issuer (a mix-up), whatever the code would have been.
+            response = self._failed(request, 400, "Not signed in", "The sign-in came back from another provider.")
+        else:
+            response = await self._finish(request, pending, query.get("code") or "")
+        response.delete_cookie(
+            cookie, path=f"{self._site_path}{self.prefix}/callback", httponly=True, samesite="lax", secure=self.secure
+        )
+        return response
+
+    async def _finish(self, request: Request, pending: PendingSignIn, code: str) -> Response:
+        if not code:
+            return self._failed(
+                request, 400, "Not signed in", "The sign-in provider sent no code. Nobody was signed in."
+            )
+        try:
+            metadata, keys = await self._issuer()
+            id_token = await self._redeem(metadata, code, pending.state)
+            claims = await verify_id_token(
+                id_token,
+                keys=keys,
+                issuer=self.issuer,
+                client_id=self.client_id,
+                nonce=pending.nonce,
+                now=self._clock.now(),
+            )
+        except IssuerUnavailableError as exc:
+            return self._unavailable(request, exc)
+        except InvalidTokenError as exc:
+            logger.warning("people's sign-in refused: %s", exc)
+            return self._failed(
+                request,
+                400,
+                "Not signed in",
+                f"The sign-in could not be completed: {exc}. Nobody was signed in.",
+            )
+        principal = claims.get(self.principal_claim)
+        if not isinstance(principal, str) or not 0 < len(principal) <= 512:
+            return self._failed(
+                request,
+                400,
+                "Not signed in",
+                f"The sign-in provider did not say who you are (the claim {self.principal_claim} of its ID token). "
+                "Nobody was signed in.",
+            )
+        response = _KIT.redirect(safe_next_path(pending.next_path) or "/")
+        response.set_cookie(
+            self.COOKIE,
+            self._signer.session_value(Session(principal, self._clock.now() + self.session_ttl)),
+            max_age=int(self.session_ttl),
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=self.secure,
+        )
+        return response
+
+    async def _sign_out_page(self, request: Request) -> Response:
+        page = {"action": f"{self._site_path}{self.prefix}/sign-out", "current": await self(request)}
+        return _KIT.form_page(request, self._guard, "sign_out.html", page)
+
+    async def _sign_out(self, request: Request) -> Response:
+        form = await request.form(max_files=0, max_fields=4, max_part_size=1024)
+        if self._guard.check(request, form) is not None:
+            return _problem(request, 403)
+        response = _KIT.page(request, "signed_out.html")
+        response.delete_cookie(self.COOKIE, path="/", httponly=True, samesite="lax", secure=self.secure)
+        return response
+
+    def _build_app(self) -> Starlette:
+        routes = [
+            Route("/sign-in", self._sign_in, methods=["GET"]),
+            Route("/callback", self._callback, methods=["GET"]),
+            Route("/sign-out", self._sign_out_page, methods=["GET"]),
+            Route("/sign-out", self._sign_out, methods=["POST"]),
+        ]
+        return _KIT.app(routes, max_body=_MAX_FORM_BYTES, problem=_problem)
