@@ -50,7 +50,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, InputResponses
 
 from askback.runtime import Answer, Completed, Parked, Runtime, WebInbox
-from askback.runtime.store import new_call_id
+from askback.runtime.parked_calls import new_call_id
 from askback.settings import load_settings
 from askback.testing import answered_by_hand, free_port, serving, text
 

@@ -331,8 +331,8 @@ def test_an_unknown_name_on_a_lazy_face_is_an_attribute_error_naming_it(face: st
 @pytest.mark.parametrize(
     ("name", "home"),
     [
-        ("MIGRATIONS", "askback.runtime.store"),
-        ("CallRecord", "askback.runtime.store"),
+        ("MIGRATIONS", "askback.runtime.parked_calls"),
+        ("CallRecord", "askback.runtime.parked_calls"),
         ("Held", "askback.runtime.calls"),
     ],
 )

@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from askback.accounts._models import Base
-from askback.accounts.store import MIGRATIONS as ACCOUNTS
+from askback.accounts.schema import MIGRATIONS as ACCOUNTS
 from askback.db.migrate import all_components
 from askback.store import MIGRATIONS, Store
 

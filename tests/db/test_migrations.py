@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 import sqlalchemy as sa
 
-from askback.accounts.store import MIGRATIONS as ACCOUNTS
+from askback.accounts.schema import MIGRATIONS as ACCOUNTS
 from askback.db import migrate
 from askback.errors import ConfigurationError
-from askback.runtime.store import MIGRATIONS as RUNTIME
+from askback.runtime.parked_calls import MIGRATIONS as RUNTIME
 from askback.store import MIGRATIONS, Store
 from infra import FIXTURES
 

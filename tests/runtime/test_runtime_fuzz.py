@@ -31,8 +31,8 @@ from askback.errors import AskbackError
 from askback.runtime import Answer, ParkedQuestion, Runtime, WebInbox
 from askback.runtime.forms import fields, parse, validate
 from askback.runtime.inbox import inbox_app
+from askback.runtime.parked_calls import new_call_id
 from askback.runtime.questions import pending_questions, unreadable_round
-from askback.runtime.store import new_call_id
 from askback.runtime.terminal import TerminalRenderer
 from askback.settings import load_settings
 

@@ -33,8 +33,8 @@ from starlette.types import Receive, Scope, Send
 from askback.accounts.connections import Connections
 from askback.accounts.pages import DevelopmentSignIn, pages_app
 from askback.accounts.repository import Account, Accounts
+from askback.accounts.schema import MIGRATIONS
 from askback.accounts.service import AccountService, SignInVerifier
-from askback.accounts.store import MIGRATIONS
 from askback.accounts.tokens import ConnectedAccount, TokenKeeper
 from askback.accounts.vault import Vault
 from askback.errors import ConfigurationError, VaultError

@@ -5,7 +5,7 @@ is parked in the store and resumed, in any process, once people have answered th
 prompt, a web inbox, your own callback) or the deadline has passed.
 
 The public surface is this module: the runtime, what a call comes back as, the questions and answers, and the
-renderers. Names are imported on first use. The runtime's schema history (`askback.runtime.store.MIGRATIONS`) and
+renderers. Names are imported on first use. The runtime's schema history (`askback.runtime.parked_calls.MIGRATIONS`) and
 its records stay in their modules.
 """
 

@@ -44,6 +44,7 @@ from askback.errors import (
 )
 from askback.runtime import _answering, _sdk, _wire
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Held, Outcome, Parked, Pending
+from askback.runtime.parked_calls import MIGRATIONS, CallRecord, ParkedCalls, new_call_id
 from askback.runtime.questions import (
     Answer,
     Link,
@@ -56,7 +57,6 @@ from askback.runtime.questions import (
     resume_decision,
 )
 from askback.runtime.renderers import Interactive, Renderer, declared_modes
-from askback.runtime.store import MIGRATIONS, CallRecord, ParkedCalls, new_call_id
 from askback.settings import Settings, load_settings
 from askback.store import Store
 

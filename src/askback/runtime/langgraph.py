@@ -68,8 +68,8 @@ from langgraph.types import Interrupt, interrupt
 
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
 from askback.runtime.calls import Claimed, Completed, Parked, Runtime
+from askback.runtime.parked_calls import CallRecord, CallStatus
 from askback.runtime.questions import Answer, Mode
-from askback.runtime.store import CallRecord, CallStatus
 
 __all__ = ["CallValue", "InterruptValue", "QuestionValue", "answers_for", "call_tool", "waiting_calls"]
 

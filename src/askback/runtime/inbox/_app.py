@@ -22,8 +22,8 @@ from askback.pages import PageKit, SignIn
 from askback.runtime.calls import Claimed, Runtime
 from askback.runtime.inbox import _view
 from askback.runtime.inbox._forms import Refused, read_answer, refused_by_the_runtime
+from askback.runtime.parked_calls import CallRecord
 from askback.runtime.questions import ParkedQuestion
-from askback.runtime.store import CallRecord
 
 log = logging.getLogger("askback.runtime.inbox")
 

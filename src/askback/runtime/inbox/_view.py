@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 from askback.runtime.calls import Completed
 from askback.runtime.forms import Field, fields
+from askback.runtime.parked_calls import CallRecord
 from askback.runtime.questions import Link, Origin, ParkedQuestion
-from askback.runtime.store import CallRecord
 from askback.terminal_text import for_terminal, shorten
 
 # Form fields are sent as `f.<name>`, so a schema field can never be taken for `action` or the token.

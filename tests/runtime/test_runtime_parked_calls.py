@@ -14,8 +14,8 @@ from sqlalchemy import Connection
 from askback.errors import CallStateError, InvalidAnswerError
 from askback.runtime._models import Base
 from askback.runtime.forms import fields, parse, validate
+from askback.runtime.parked_calls import MIGRATIONS, ParkedCalls
 from askback.runtime.questions import Answer, Ready, Waiting, pending_questions, resume_decision
-from askback.runtime.store import MIGRATIONS, ParkedCalls
 from askback.store import Store
 
 pytestmark = pytest.mark.anyio
