@@ -93,15 +93,22 @@ class SdkVerifierCheck:
         return self.description
 
 
+class CallerToken(AccessToken):
+    """The SDK's access token of a verified request, with the issuer that `AccessToken` has no field for."""
+
+    issuer: str | None = None
+
+
 def access_token_of(caller: Caller) -> AccessToken:
     """The SDK's view of `caller`, which its `requestState` binding and `get_access_token()` read. The token itself
     is never kept: its place holds a marker."""
-    return AccessToken(
+    return CallerToken(
         token="verified",
         client_id=caller.client_id or caller.principal,
         scopes=sorted(caller.scopes),
         expires_at=caller.expires_at,
         subject=caller.principal,
+        issuer=caller.issuer,
     )
 
 
@@ -113,6 +120,7 @@ def caller_of(token: AccessToken | None) -> Caller | None:
         principal=token.subject or token.client_id,
         scopes=frozenset(token.scopes),
         client_id=token.client_id,
+        issuer=token.issuer if isinstance(token, CallerToken) else None,
         expires_at=token.expires_at,
     )
 
