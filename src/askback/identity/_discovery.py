@@ -1,7 +1,8 @@
 """Finding an authorization server's metadata: its OpenID Connect configuration, else its RFC 8414 document.
 
 `discover(http, issuer)` reads `{issuer}/.well-known/openid-configuration`, then the RFC 8414 document
-(`/.well-known/oauth-authorization-server`, with the issuer's path appended after it for an issuer with a path). The
+(`/.well-known/oauth-authorization-server`, with the issuer's path appended after it for an issuer with a path),
+through `askback.oauth_metadata`; an issuer that cannot be reached at the first is not asked at the second. The
 document must name the configured issuer exactly, or it is refused: a server that answers for another issuer is not
 the one trusted. Anything that keeps the metadata from being read is an `IssuerUnavailableError` (retryable).
 """
@@ -12,12 +13,14 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from askback.errors import IssuerUnavailableError
+from askback.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, fetch_metadata, metadata_urls, names_issuer
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["IssuerMetadata", "check_issuer", "discover", "metadata_urls"]
 
@@ -61,17 +64,6 @@ def check_issuer(url: str) -> str:
     return url
 
 
-def metadata_urls(issuer: str) -> tuple[str, ...]:
-    """Where the metadata of `issuer` is looked for, in order."""
-    parts = urlsplit(issuer)
-    origin = f"{parts.scheme}://{parts.netloc}"
-    path = parts.path.rstrip("/")
-    return (
-        f"{issuer.rstrip('/')}/.well-known/openid-configuration",
-        f"{origin}/.well-known/oauth-authorization-server{path}",
-    )
-
-
 def _endpoint(document: Mapping[str, Any], name: str) -> str | None:
     value = document.get(name)
     return value if isinstance(value, str) and value else None
@@ -82,8 +74,8 @@ def parse_metadata(document: Any, issuer: str) -> IssuerMetadata:
     `IssuerUnavailableError` otherwise."""
     if not isinstance(document, dict):
         raise IssuerUnavailableError(f"the metadata of the issuer {issuer} is not a JSON object")
-    named = document.get("issuer")
-    if named != issuer:
+    if not names_issuer(document, issuer):
+        named = document.get("issuer")
         raise IssuerUnavailableError(
             f"the metadata found for the issuer {issuer} names another issuer ({str(named)[:200]!r}); the "
             "configured issuer must be exactly the identifier the authorization server uses"
@@ -111,24 +103,24 @@ def parse_metadata(document: Any, issuer: str) -> IssuerMetadata:
 async def discover(http: httpx.AsyncClient, issuer: str) -> IssuerMetadata:
     """The metadata of `issuer` (see the module's docstring). Raises `IssuerUnavailableError` when it cannot be
     read or does not name `issuer`."""
-    problems: list[str] = []
-    for url in metadata_urls(issuer):
-        try:
-            response = await http.get(url, headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
-            raise IssuerUnavailableError(
-                f"the issuer {issuer} could not be reached for its metadata ({type(exc).__name__}); check that it "
-                "is up and that ASKBACK_AUTH_ISSUER is right"
-            ) from None
-        if response.status_code != 200:
-            problems.append(f"{url} answered {response.status_code}")
-            continue
-        try:
-            document = response.json()
-        except ValueError:
-            problems.append(f"{url} did not answer JSON")
-            continue
-        return parse_metadata(document, issuer)
-    raise IssuerUnavailableError(
-        f"no metadata was found for the issuer {issuer} ({'; '.join(problems)}); check ASKBACK_AUTH_ISSUER"
-    )
+    found = await fetch_metadata(http, issuer, stop_when_unreachable=True)
+    if isinstance(found, NotFound):
+        raise IssuerUnavailableError(_not_found(issuer, found.problems))
+    return parse_metadata(found.document, issuer)
+
+
+def _not_found(issuer: str, problems: tuple[Problem, ...]) -> str:
+    if problems[-1].kind == "unreachable":
+        return (
+            f"the issuer {issuer} could not be reached for its metadata ({problems[-1].error}); check that it is up "
+            "and that ASKBACK_AUTH_ISSUER is right"
+        )
+    seen = "; ".join(_PROBLEMS[problem.kind].format(url=problem.url, status=problem.status) for problem in problems)
+    return f"no metadata was found for the issuer {issuer} ({seen}); check ASKBACK_AUTH_ISSUER"
+
+
+_PROBLEMS = {
+    "status": "{url} answered {status}",
+    "too_big": f"{{url}} answered more than {MAX_METADATA_BYTES} bytes",
+    "not_json": "{url} did not answer JSON",
+}

@@ -1,21 +1,21 @@
-"""Discovery: `discover` and `fetch_metadata` are the only I/O of the connections (one or two GETs with httpx).
-The URLs to try (`metadata_urls`) and the judgement of what came back (`parse_metadata`) are pure."""
+"""Discovery: `discover` and `fetch_metadata` are the only I/O of the connections (one or two GETs with httpx,
+through `askback.oauth_metadata`). The URLs to try (`metadata_urls`) and the judgement of what came back
+(`parse_metadata`) are pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
+from askback import oauth_metadata
 from askback.accounts.connections._checks import _url_problem, origin
 from askback.accounts.connections._definitions import Connection, Connections, OAuthConnection
 from askback.errors import ConfigurationError
+from askback.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, names_issuer
 
 if TYPE_CHECKING:
     import httpx
 
-
-_MAX_METADATA_BYTES = 1 << 20
 # Seconds for each metadata GET when discovery makes its own client; pass `http=` to choose otherwise.
 _DISCOVERY_TIMEOUT = 10.0
 
@@ -39,13 +39,13 @@ class ProviderMetadata:
 def metadata_urls(issuer: str) -> tuple[str, ...]:
     """Where to look, in order: OpenID Connect Discovery's `{issuer}/.well-known/openid-configuration`, then RFC
     8414's `/.well-known/oauth-authorization-server` inserted before the issuer's path (RFC 8414 §3.1)."""
+    return oauth_metadata.metadata_urls(_checked_issuer(issuer))
+
+
+def _checked_issuer(issuer: str) -> str:
     if problem := _url_problem(issuer, issuer=True):
         raise ConfigurationError(f"The issuer {problem}.")
-    parts = urlsplit(issuer)
-    path = parts.path.rstrip("/")
-    openid = urlunsplit((parts.scheme, parts.netloc, f"{path}/.well-known/openid-configuration", "", ""))
-    rfc8414 = urlunsplit((parts.scheme, parts.netloc, f"/.well-known/oauth-authorization-server{path}", "", ""))
-    return (openid,) if openid == rfc8414 else (openid, rfc8414)
+    return issuer
 
 
 def parse_metadata(issuer: str, document: object, *, source: str) -> ProviderMetadata:
@@ -54,8 +54,8 @@ def parse_metadata(issuer: str, document: object, *, source: str) -> ProviderMet
     here = f"The metadata at {source}"
     if not isinstance(document, dict):
         raise ConfigurationError(f"{here} is not a JSON object.")
-    published = document.get("issuer")
-    if published != issuer:
+    if not names_issuer(document, issuer):
+        published = document.get("issuer")
         shown = repr(published) if isinstance(published, str) else "no issuer"
         raise ConfigurationError(
             f"{here} names {shown} as its issuer, but the connection's issuer is {issuer!r}; RFC 8414 §3.3 requires "
@@ -97,35 +97,32 @@ async def fetch_metadata(issuer: str, *, http: httpx.AsyncClient | None = None) 
     JSON. A document that answers but is wrong (another issuer, no token endpoint) is refused at once, not skipped."""
     import httpx
 
-    urls = metadata_urls(issuer)
-    tried: list[str] = []
+    issuer = _checked_issuer(issuer)
     client = httpx.AsyncClient(timeout=_DISCOVERY_TIMEOUT, follow_redirects=False) if http is None else http
     try:
-        for url in urls:
-            try:
-                response = await client.get(url, headers={"Accept": "application/json"})
-            except httpx.HTTPError as exc:
-                tried.append(f"GET {url}: {type(exc).__name__} ({exc})")
-                continue
-            if response.status_code != 200:
-                tried.append(f"GET {url}: HTTP {response.status_code}")
-                continue
-            if len(response.content) > _MAX_METADATA_BYTES:
-                tried.append(f"GET {url}: a body over {_MAX_METADATA_BYTES} bytes")
-                continue
-            try:
-                document = response.json()
-            except ValueError:
-                tried.append(f"GET {url}: HTTP 200 but not JSON")
-                continue
-            return parse_metadata(issuer, document, source=url)
+        found = await oauth_metadata.fetch_metadata(client, issuer)
     finally:
         if http is None:
             await client.aclose()
-    raise ConfigurationError(
-        f"No authorization server metadata for issuer {issuer!r}: " + "; ".join(tried) + ". Check the issuer (it "
-        "must be exactly the provider's), or set authorize_url and token_url on the connection instead."
-    )
+    if isinstance(found, NotFound):
+        raise ConfigurationError(
+            f"No authorization server metadata for issuer {issuer!r}: " + "; ".join(map(_tried, found.problems)) + ". "
+            "Check the issuer (it must be exactly the provider's), or set authorize_url and token_url on the "
+            "connection instead."
+        )
+    return parse_metadata(issuer, found.document, source=found.url)
+
+
+def _tried(problem: Problem) -> str:
+    match problem.kind:
+        case "unreachable":
+            return f"GET {problem.url}: {problem.error} ({problem.detail})"
+        case "status":
+            return f"GET {problem.url}: HTTP {problem.status}"
+        case "too_big":
+            return f"GET {problem.url}: a body over {MAX_METADATA_BYTES} bytes"
+        case "not_json":
+            return f"GET {problem.url}: HTTP 200 but not JSON"
 
 
 async def discover(connection: OAuthConnection, *, http: httpx.AsyncClient | None = None) -> OAuthConnection:
