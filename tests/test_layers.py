@@ -118,6 +118,7 @@ def test_the_shared_layers_never_import_a_product(folder: str) -> None:
                     "askback.accounts",
                     "askback.runtime",
                     "askback.identity",
+                    "askback.webhooks",
                     "askback.cli",
                     "askback.demo",
                     "askback.testing",
@@ -155,6 +156,7 @@ PRODUCTS = {
     "accounts": "askback.accounts",
     "runtime": "askback.runtime",
     "identity": "askback.identity",
+    "webhooks": "askback.webhooks",
 }
 
 

@@ -98,10 +98,29 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "Runtime",
                 "WebInbox",
                 "declared_modes",
+                "resume_on_account_events",
                 "safe_link",
+                "webhook_receiver",
             }
         ),
         frozenset(),
+    ),
+    "askback.webhooks": (
+        frozenset(
+            {
+                "Attempt",
+                "Delivery",
+                "Dispatcher",
+                "Endpoint",
+                "Outbox",
+                "RetrySchedule",
+                "SentTest",
+                "Webhooks",
+                "load_endpoints",
+                "send_test",
+            }
+        ),
+        frozenset({"sqlalchemy", "httpx"}),
     ),
     "askback.identity": (
         frozenset({"IdentitySettings", "PeopleSignIn", "ResourceServer", "load_identity_settings"}),
@@ -112,6 +131,8 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
             {
                 "PRESETS",
                 "Account",
+                "AccountEvent",
+                "AccountEvents",
                 "AccountService",
                 "Accounts",
                 "AccountsSetup",
@@ -276,7 +297,19 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "askback.audit": (frozenset({"AuditEvent", "AuditFilter"}), frozenset()),
     "askback.cli": (frozenset({"app", "main"}), frozenset({"typer"})),
     "askback.store": (
-        frozenset({"MIGRATIONS", "Completion", "EffectClaim", "HeldAnswers", "RoundClaim", "RoundRecord", "Store"}),
+        frozenset(
+            {
+                "MIGRATIONS",
+                "Completion",
+                "EffectClaim",
+                "HeldAnswers",
+                "RoundClaim",
+                "RoundRecord",
+                "Store",
+                "StoredEvent",
+                "append_event",
+            }
+        ),
         frozenset({"alembic", "anyio", "opentelemetry", "sqlalchemy"}),
     ),
     "askback.pages": (
@@ -285,7 +318,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
 }
 
-LAZY = ("askback", "askback.server", "askback.runtime", "askback.accounts", "askback.identity")
+LAZY = ("askback", "askback.server", "askback.runtime", "askback.accounts", "askback.identity", "askback.webhooks")
 
 
 def loaded_after(statement: str) -> set[str]:

@@ -13,6 +13,7 @@
 | `ASKBACK_MAX_PENDING_PUSHES` | 2025-11-25 questions pushed and waiting for an answer, in one process | `1000` |
 | `ASKBACK_MAX_PENDING_PUSHES_PER_SESSION` | the same, in one 2025-11-25 session | `8` |
 | `ASKBACK_ANSWERS` | where a flow's answers wait between rounds: `state` (inside the sealed `requestState`) or `server` (in the store, sealed with the state keys; the state carries only the flow's handle) | `state` |
+| `ASKBACK_EXPOSE` | what `tools/list` shows: `direct` (each tool), `meta` (five meta-tools over the catalogue: docs/meta.md) or `both` | `direct` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 | `ASKBACK_LINK_TTL` | connected accounts: seconds an authorization link stays usable until it is opened | `600` |
 | `ASKBACK_PROVIDER_VISIT_TTL` | connected accounts: seconds a person has, once the link is opened, to sign in at the provider and come back | `1800` |
@@ -52,6 +53,8 @@ class Settings(BaseSettings):
     max_pending_pushes: int = Field(default=1000, ge=1)
     max_pending_pushes_per_session: int = Field(default=8, ge=1)
     answers: Literal["state", "server"] = "state"
+    # How the tools are exposed: each one (`direct`), five meta-tools over the catalogue (`meta`), or both.
+    expose: Literal["direct", "meta", "both"] = "direct"
     demo_auth: bool = False
     # `askback serve`'s log lines (its --log-format): read before the server is imported, from the environment.
     log_format: Literal["auto", "json", "text"] = "auto"

@@ -12,6 +12,7 @@ from askback.db import migrate
 from askback.errors import ConfigurationError
 from askback.runtime.parked_calls import MIGRATIONS as RUNTIME
 from askback.store import MIGRATIONS, Store
+from askback.webhooks.schema import MIGRATIONS as WEBHOOKS
 from infra import FIXTURES
 
 pytestmark = pytest.mark.anyio
@@ -89,5 +90,5 @@ async def test_each_component_is_judged_against_its_own_history(any_database: st
 
 
 def test_askback_db_upgrade_knows_every_component_askback_ships() -> None:
-    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME)
+    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME, WEBHOOKS)
     assert len({c.version_table for c in migrate.all_components()}) == len(migrate.all_components())

@@ -49,6 +49,8 @@ def test_store_exports_exactly_its_interface() -> None:
         "RoundClaim",
         "RoundRecord",
         "Store",
+        "StoredEvent",
+        "append_event",
     }
 
 
@@ -108,7 +110,7 @@ async def test_open_creates_the_sqlite_file_and_migrates_it_to_head(tmp_path: Pa
     store = await Store.open(db_url)
     try:
         assert (tmp_path / "askback.db").exists()
-        assert await store.current_revision() == Store.head_revision() == "0005"
+        assert await store.current_revision() == Store.head_revision() == "0006"
         await store.ping()
     finally:
         await store.close()

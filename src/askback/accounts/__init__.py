@@ -17,6 +17,7 @@ importing it loads neither SQLAlchemy nor the HTTP stack. The parts, each also i
 - `connections`: what a connection is (OAuth 2.0 authorization code with PKCE, or an API key), presets, discovery,
   and the requests built for a provider (no I/O).
 - `tokens`: exchanging, refreshing (once for everyone) and revoking tokens, and using an account over HTTP.
+- `events`: the lifecycle events (`account.connected`, ...) and a subscription to them on every instance.
 - `repository`, `links`, `service`, `pages`, `setup`: the accounts' rows, the one-use links, the flows behind the
   hosted pages, the pages themselves, and the extension that adds them to an `Askback` app.
 """
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         secret_from_env,
         slack,
     )
+    from askback.accounts.events import AccountEvent, AccountEvents
     from askback.accounts.pages import DevelopmentSignIn, pages_app
     from askback.accounts.repository import Account, Accounts
     from askback.accounts.service import AccountService, SignInVerifier
@@ -71,6 +73,8 @@ _WHERE = {
     "preset": "askback.accounts.connections",
     "secret_from_env": "askback.accounts.connections",
     "slack": "askback.accounts.connections",
+    "AccountEvent": "askback.accounts.events",
+    "AccountEvents": "askback.accounts.events",
     "DevelopmentSignIn": "askback.accounts.pages",
     "pages_app": "askback.accounts.pages",
     "Account": "askback.accounts.repository",
@@ -92,6 +96,8 @@ _WHERE = {
 __all__ = [
     "PRESETS",
     "Account",
+    "AccountEvent",
+    "AccountEvents",
     "AccountService",
     "Accounts",
     "AccountsSetup",

@@ -1,6 +1,6 @@
 """Connected accounts in the shared store: create an account and its authorization link, use a link once, change an
-account's status through the status table (recording the change as a lifecycle event), and read an account
-without its credential.
+account's status through the status table (recording the change as a lifecycle row, and in the shared event log
+as the catalogue's event, `askback.accounts.events`), and read an account without its credential.
 
 Every change runs in one transaction that takes SQLite's write lock at BEGIN (a PostgreSQL row is updated under a
 condition on its current status), so two instances changing one account at once cannot both win.
@@ -15,11 +15,12 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, bindparam, insert, select, update
 
 from askback.accounts._models import AccountEventRow, AccountRow, LinkRow
+from askback.accounts.events import event_data, event_type
 from askback.accounts.links import Admitted, Link, Refused, admit_opener, digest, new_token
 from askback.accounts.status import Event, Status, transition
 from askback.accounts.vault import Vault
 from askback.errors import AccountStateError
-from askback.store import Store
+from askback.store import Store, append_event
 
 __all__ = ["Account", "Accounts"]
 
@@ -34,6 +35,7 @@ _FIND = select(_a.id, _a.status, _a.reason, _a.expires_at, _a.updated_at).where(
 _BY_ID = select(_a.id, _a.principal, _a.connection, _a.label, _a.status, _a.reason, _a.expires_at).where(
     _a.id == bindparam("id")
 )
+_WHOSE = select(_a.principal, _a.connection, _a.label).where(_a.id == bindparam("id"))
 _CREDENTIAL = select(_a.credential).where(_a.id == bindparam("id"))
 _ONE_SEALED = select(_a.id, _a.credential).where(_a.credential.is_not(None)).order_by(_a.updated_at.desc()).limit(1)
 _SEALED = select(_a.id, _a.credential).where(_a.credential.is_not(None)).order_by(_a.id)
@@ -343,7 +345,8 @@ def apply_change(
 ) -> Status:
     """One status change inside the caller's transaction: through the table, only if the account is still `before`
     (and, with `was`, still holds that sealed credential); the credential stored, kept or (revocation) deleted; the
-    change recorded as a lifecycle event. Returns the new status."""
+    change recorded as a lifecycle row and, when it is one, as the catalogue's event in the shared event log
+    (`askback.accounts.events`), so that it exists exactly when the change does. Returns the new status."""
     after = transition(before, event)
     params = {"b_id": account_id, "b_before": before.value, "b_after": after.value, "b_reason": reason, "b_at": now}
     if was is ANY:
@@ -370,6 +373,7 @@ def _account(row: Any) -> Account:
 def _record(
     conn: Connection, account_id: str, at: float, event: Event, before: Status | None, after: Status, detail: str | None
 ) -> None:
+    """The change as a lifecycle row, and as the catalogue's event in the shared event log when it is one."""
     conn.execute(
         _ADD_EVENT,
         {
@@ -381,3 +385,16 @@ def _record(
             "detail": detail,
         },
     )
+    kind = event_type(event, before, after)
+    if kind is not None:
+        whose: Any = conn.execute(_WHOSE, {"id": account_id}).first()
+        data = event_data(
+            account_id=account_id,
+            principal=whose.principal,
+            connection=whose.connection,
+            label=whose.label,
+            before=before,
+            after=after,
+            reason=detail,
+        )
+        append_event(conn, type=kind, at=at, data=data)

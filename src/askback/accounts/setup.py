@@ -23,7 +23,7 @@ made.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,6 +31,7 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from askback.accounts.connections import Connections
+from askback.accounts.events import AccountEvent, AccountEvents
 from askback.accounts.pages import DevelopmentSignIn, pages_app
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.schema import MIGRATIONS
@@ -76,6 +77,7 @@ class AccountsSetup:
         self.mounts = (Mounted(self.prefix, self.pages, auth=Open()),)
         self.ports = Ports(accounts=lambda principal: _CallerAccounts(self, principal))
         self._service: AccountService | None = None
+        self._events: AccountEvents | None = None
 
     async def start(self, context: ExtensionContext) -> None:
         store, settings = context.store, context.settings
@@ -99,6 +101,7 @@ class AccountsSetup:
             link_ttl=settings.link_ttl,
             provider_visit_ttl=settings.provider_visit_ttl,
         )
+        self._events = AccountEvents(store)
 
     async def _check_vault(self, accounts: Accounts) -> None:
         """Refuse to start with a key ring that cannot read the stored credentials (a wrong key, a key removed too
@@ -116,9 +119,27 @@ class AccountsSetup:
 
     async def close(self) -> None:
         """Close the token keeper's HTTP client (the app runs this when it closes)."""
+        self._events = None
         if self._service is not None:
             await self._service.tokens.aclose()
             self._service = None
+
+    def events(
+        self,
+        *,
+        types: Sequence[str] = ("account.*",),
+        principal: str | None = None,
+        connection: str | None = None,
+        since: int | None = None,
+    ) -> AsyncIterator[AccountEvent]:
+        """The accounts' lifecycle events as they happen on any instance, once the app has started:
+        `async for event in accounts.events(types=["account.connected"], principal=...)` (`AccountEvents.events`)."""
+        if self._events is None:
+            raise ConfigurationError(
+                "Account events are subscribed to before their app started: open it first (`async with "
+                "app.running()`, or serve it with `build_app` / `askback serve`), then call `events()`."
+            )
+        return self._events.events(types=types, principal=principal, connection=connection, since=since)
 
     async def service(self) -> AccountService:
         """The accounts service, once the app has started (its store opened)."""

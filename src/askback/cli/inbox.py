@@ -372,9 +372,22 @@ def inbox_serve(
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Resume a call once its round is answered.")
     ] = True,
+    webhook_secret_env: Annotated[
+        str | None,
+        typer.Option(
+            "--webhook-secret-env",
+            metavar="VAR",
+            help=(
+                "Also take the server's signed webhooks at /webhooks/askback: a call waiting on connecting an account "
+                "resumes when account.connected arrives. VAR holds the whsec_ secrets (comma-separated to rotate)."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """Serve the web inbox: each person's pending questions, a form page per question, URL questions shown with
     their host and an explicit link (never fetched by the runtime), decline and cancel buttons."""
+    import os
+
     import uvicorn
 
     if sum(given is not None for given in (user, user_header, auth_issuer)) != 1:
@@ -386,14 +399,23 @@ def inbox_serve(
         raise UsageError("--auth-issuer and --auth-client-id go together: give both, or neither")
     if not 0 < port < 65536:
         raise UsageError(f"--port {port} is not a TCP port")
+    hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
+    if webhook_secret_env is not None and not hooks:
+        raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
     principal = _principal(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
 
     async def work(runtime: Runtime) -> None:
-        from askback.runtime.inbox import inbox_app as build
+        from starlette.applications import Starlette
+        from starlette.routing import Mount, Route
 
-        config = uvicorn.Config(
-            build(runtime, principal=principal, resume=resume), host=host, port=port, log_level="warning"
-        )
+        from askback.runtime.inbox import inbox_app as build
+        from askback.runtime.webhooks import RECEIVER_PATH, webhook_receiver
+
+        app: Any = build(runtime, principal=principal, resume=resume)
+        if hooks:
+            receiver = webhook_receiver(runtime, secrets=hooks)
+            app = Starlette(routes=[Route(RECEIVER_PATH, receiver), Mount("/", app=app)])
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         typer.echo(f"askback inbox: http://{host}:{port}/", err=True)
         try:
             await uvicorn.Server(config).serve()

@@ -12,7 +12,7 @@ import os
 
 import typer
 
-from askback.cli import accounts, audit, check, db, demo, inbox, keys, lint, serve, vault
+from askback.cli import accounts, audit, check, db, demo, inbox, keys, lint, serve, vault, webhooks
 
 __all__ = ["app", "main"]
 
@@ -43,6 +43,7 @@ check.register(app)
 vault.register(app)
 accounts.register(app)
 inbox.register(app)
+webhooks.register(app)
 
 
 def main() -> None:

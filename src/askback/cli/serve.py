@@ -32,6 +32,9 @@ _TARGET_ENV = "ASKBACK_SERVE_TARGET"
 _HOST_ENV = "ASKBACK_SERVE_HOST"
 _LOG_ENV = "ASKBACK_SERVE_LOG"
 _VERIFIER_ENV = "ASKBACK_SERVE_VERIFIER"
+# `--expose` reaches the target (imported here and in every worker) as the setting it overrides.
+_EXPOSE_ENV = "ASKBACK_EXPOSE"
+_EXPOSURES = ("direct", "meta", "both")
 # `--auth-*` options reach the workers as the variables `askback.identity` reads.
 _AUTH_ENV = {
     "issuer": "ASKBACK_AUTH_ISSUER",
@@ -89,6 +92,7 @@ def app_factory() -> Any:
     target = os.environ[_TARGET_ENV]
     verifier = os.environ.get(_VERIFIER_ENV)
     server = load_target(target)
+    add_webhooks(server)
     resource = resource_server()
     if resource is not None:
         server.on_close(resource.close)
@@ -99,6 +103,17 @@ def app_factory() -> Any:
         bearer=resource,
         mounts=resource.mounts if resource is not None else (),
     )
+
+
+def add_webhooks(server: Askback) -> None:
+    """Deliver the webhooks `ASKBACK_WEBHOOKS` names from `server`, unless it already does (its own extension, or an
+    earlier call in this process)."""
+    if not os.environ.get("ASKBACK_WEBHOOKS"):
+        return
+    from askback.webhooks import Webhooks
+
+    if not any(isinstance(extension, Webhooks) for extension in server.extensions):
+        server.extend(Webhooks.from_settings())
 
 
 def resource_server() -> ResourceServer | None:
@@ -175,6 +190,14 @@ def serve(
     graceful_timeout: Annotated[
         int, typer.Option(min=1, help="Seconds a stopping instance lets running calls finish.")
     ] = 30,
+    expose: Annotated[
+        str | None,
+        typer.Option(
+            help="direct (each tool), meta (five meta-tools over the tools: docs/meta.md) or both; "
+            "default ASKBACK_EXPOSE, else direct.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28 statelessly, and 2025-11-25 sessions), with /healthz,
     /readyz and the routes TARGET mounts itself (its `mounts`)."""
@@ -195,11 +218,17 @@ def serve(
         raise UsageError("--log-format is auto, json or text")
     if log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise UsageError("--log-level is one of debug, info, warning, error, critical")
+    if expose is not None and expose not in _EXPOSURES:
+        raise UsageError("--expose is direct, meta or both")
     fmt = logs.resolve(chosen, sys.stderr)
     # Bound before anything is imported or logged: an address that cannot be had is the one line printed.
     with listen.bound(host, port) as sockets:
         logs.configure(log_level, fmt)
         os.environ[_LOG_ENV] = f"{log_level}:{fmt}"
+        if expose is not None:
+            # Before anything is imported (the target, or a token verifier in its module): an `Askback(...)` reads
+            # the setting when it is made, here and in every worker.
+            os.environ[_EXPOSE_ENV] = expose
         given = {"issuer": auth_issuer, "audience": auth_audience, "principal_claim": auth_principal_claim}
         for name, value in given.items():
             if value is not None:
@@ -211,6 +240,7 @@ def serve(
             load_object(token_verifier, "a token verifier")
             os.environ[_VERIFIER_ENV] = token_verifier
         server = load_target(target)
+        add_webhooks(server)
         server.check_workers(workers)
         check = describe_check(server, resource, token_verifier)
         # Demo tokens let anyone be anyone: on a reachable address they are no check at all.

@@ -2,12 +2,16 @@
 
 The accounts product provides the port (`AccountsPort`); the core decides what the round does with what it finds:
 hand over an ACTIVE account, ask which one when there are several, try an account in ERROR again, or send a link.
+
+In the `report` mode (the META exposure's `execute_tool`) no link is asked for: an account that is not ready ends
+the run with `NotReady`, naming the connection and whether it needs connecting or connecting again, which the call
+answers as an ordinary result. `readiness` is the same status model for an agent that asks before it calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, Protocol
 
 from mcp_types import ClientCapabilities, ElicitResult
 
@@ -16,7 +20,13 @@ from askback.core.capabilities import declares
 from askback.core.questions import Choice, Link, connect_key
 from askback.errors import DefinitionError, MissingCapabilityError
 
-__all__ = ["AccountLike", "AccountsPort", "connect"]
+__all__ = ["AccountLike", "AccountsPort", "ConnectMode", "NotReady", "Readiness", "connect", "readiness"]
+
+ConnectMode = Literal["ask", "report"]
+"""How `flow.connect` treats an account that is not ready: ask with a link (`ask`), or end the run saying so
+(`report`)."""
+
+Readiness = Literal["ready", "needs_connection", "needs_reauth"]
 
 
 class AccountLike(Protocol):
@@ -56,6 +66,42 @@ class AccountsPort(Protocol):
 
 _ACTIVE = "ACTIVE"
 _ERROR = "ERROR"
+_PENDING = "PENDING"
+
+
+def readiness(statuses: Iterable[str]) -> Readiness:
+    """A connection's readiness for a caller whose accounts on it have these statuses: `ready` with an ACTIVE one,
+    `needs_connection` with none (or only a link issued, PENDING), `needs_reauth` when accounts exist but none is
+    ACTIVE (EXPIRED, ERROR, REVOKED)."""
+    found = set(statuses)
+    if _ACTIVE in found:
+        return "ready"
+    if found - {_PENDING}:
+        return "needs_reauth"
+    return "needs_connection"
+
+
+class NotReady(FlowEnded):
+    """`flow.connect` in the `report` mode found the account not ready: the run ends, and the call answers
+    `{"status": status, "connection": connection}` (and the account's `label` when the handler named one) instead
+    of asking for it."""
+
+    def __init__(self, connection: str, status: Literal["not_connected", "reauth_needed"], label: str = "") -> None:
+        again = "connected again" if status == "reauth_needed" else "connected"
+        named = f", label={label!r}" if label else ""
+        super().__init__(
+            f"Not connected: this tool needs your {connection} account, which needs to be {again}. Get a link with "
+            f"connect_account(connection={connection!r}{named}), have the person open it, then call the tool again.",
+            status,
+        )
+        self.connection = connection
+        self.status: Literal["not_connected", "reauth_needed"] = status
+        self.label = label
+
+    def report(self) -> dict[str, str]:
+        """What the call answers, as structured content."""
+        found = {"status": self.status, "connection": self.connection}
+        return {**found, "label": self.label} if self.label else found
 
 
 async def connect(
@@ -67,6 +113,7 @@ async def connect(
     *,
     label: str | None,
     message: str | None,
+    mode: ConnectMode = "ask",
 ) -> Any:
     """What `Flow.connect` does (its docstring says what the handler sees); `ask` is the flow's own `ask`."""
     if accounts is None:
@@ -104,6 +151,8 @@ async def connect(
             record.events.append(FlowEvent("answered", key, "url", action=response.action))
         return accounts.handle(wanted)
     status = wanted.status if wanted is not None else None
+    if mode == "report":
+        raise NotReady(connection, "not_connected" if status in (None, _PENDING) else "reauth_needed", label or "")
     if answered_here and isinstance(response, ElicitResult):
         record.events.append(FlowEvent("answered", key, "url", action=response.action))
         if response.action == "decline":

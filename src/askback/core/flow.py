@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeVar, cast, overload
 from mcp_types import ClientCapabilities, ElicitResult
 
 from askback.core import _connect
-from askback.core._connect import AccountLike, AccountsPort
+from askback.core._connect import AccountLike, AccountsPort, ConnectMode, NotReady, Readiness, readiness
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.answers import Accepted, Cancelled, Declined, Outcome
 from askback.core.caller import Caller
@@ -42,15 +42,19 @@ __all__ = [
     "AccountLike",
     "AccountsPort",
     "Asked",
+    "ConnectMode",
     "Ended",
     "Flow",
     "FlowEnded",
     "FlowEvent",
     "NeedInput",
+    "NotReady",
+    "Readiness",
     "Refused",
     "Returned",
     "RunOutcome",
     "as_json",
+    "readiness",
     "run",
     "run_events",
 ]
@@ -92,6 +96,7 @@ class Flow:
         accounts: AccountsPort | None = None,
         new_id: Callable[[], str] | None = None,
         caller: Caller | None = None,
+        connect_mode: ConnectMode = "ask",
     ) -> None:
         self.tool = tool
         self.arguments = dict(arguments)
@@ -101,6 +106,7 @@ class Flow:
         request was not authenticated."""
         self._run_effect = run_effect
         self._accounts = accounts
+        self._connect_mode: ConnectMode = connect_mode
         self._round = RunRecord(state, responses or {}, now, new_id, recorded=dict(state.answers) if state else {})
 
     # -- properties --
@@ -178,9 +184,19 @@ class Flow:
         question linking to their authorization page. An `accept` while the account is still not ACTIVE completes with a
         `not_connected` message (never another link); decline and cancel complete. With several ACTIVE accounts
         and no `label`, the person is asked which one (a choice). A client that cannot show a link gets -32021
-        naming `elicitation.url`: a credential is never asked for in a form."""
+        naming `elicitation.url`: a credential is never asked for in a form.
+
+        Run by the META exposure's `execute_tool` (the `report` mode), an account that is not ready ends the run
+        with `NotReady` instead of a link: the call answers `not_connected` or `reauth_needed` naming `connection`."""
         return await _connect.connect(
-            self._round, self._accounts, self.capabilities, self.ask, connection, label=label, message=message
+            self._round,
+            self._accounts,
+            self.capabilities,
+            self.ask,
+            connection,
+            label=label,
+            message=message,
+            mode=self._connect_mode,
         )
 
     # -- effects --

@@ -4,9 +4,10 @@ Calls a tool, prompt or resource on any MCP server; when the server asks (2026-0
 is parked in the store and resumed, in any process, once people have answered through the renderers (a terminal
 prompt, a web inbox, your own callback) or the deadline has passed.
 
-The public surface is this module: the runtime, what a call comes back as, the questions and answers, and the
-renderers. Names are imported on first use. The runtime's schema history (`askback.runtime.parked_calls.MIGRATIONS`) and
-its records stay in their modules.
+The public surface is this module: the runtime, what a call comes back as, the questions and answers, the
+renderers, and what resumes a call once the account it waits on is connected (`webhook_receiver`, a Standard Webhooks
+receiver, and `resume_on_account_events`, in process). Names are imported on first use. The runtime's schema history
+(`askback.runtime.parked_calls.MIGRATIONS`) and its records stay in their modules.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from askback.runtime.calls import AccountActive, Claimed, Completed, Parked, Pending, Runtime
     from askback.runtime.questions import Answer, ParkedQuestion, safe_link
     from askback.runtime.renderers import Callback, Interactive, Renderer, WebInbox, declared_modes
+    from askback.runtime.webhooks import resume_on_account_events, webhook_receiver
 
 _WHERE = {
     "AccountActive": "askback.runtime.calls",
@@ -35,6 +37,8 @@ _WHERE = {
     "Renderer": "askback.runtime.renderers",
     "WebInbox": "askback.runtime.renderers",
     "declared_modes": "askback.runtime.renderers",
+    "resume_on_account_events": "askback.runtime.webhooks",
+    "webhook_receiver": "askback.runtime.webhooks",
 }
 
 __all__ = [
@@ -51,7 +55,9 @@ __all__ = [
     "Runtime",
     "WebInbox",
     "declared_modes",
+    "resume_on_account_events",
     "safe_link",
+    "webhook_receiver",
 ]
 
 

@@ -4,7 +4,9 @@ A parked call is one row (`askback_runtime_calls`): what was called on which ser
 waiting on (its `InputRequiredResult` as JSON, `requestState` included, exactly as the server sealed it), who must
 answer, until when, and the claim of the process resuming it. Every answer is a row keyed by (call, round, input
 key), never by position, so answers reach the call and the round they belong to and no other. Every round the
-call went through is kept in `askback_runtime_rounds`. A change here needs a new migration beside it.
+call went through is kept in `askback_runtime_rounds`. Every signed webhook the runtime's receiver took in is a row
+of `askback_runtime_webhooks`, keyed by its `webhook-id`, so that a redelivery is acted on once. A change here needs
+a new migration beside it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from askback.db.orm import product_metadata
 
-__all__ = ["VERSION_TABLE", "AnswerRow", "Base", "CallRow", "RoundRow"]
+__all__ = ["VERSION_TABLE", "AnswerRow", "Base", "CallRow", "RoundRow", "WebhookRow"]
 
 VERSION_TABLE = "askback_runtime_alembic_version"
 
@@ -81,3 +83,16 @@ class RoundRow(Base):
     asked_at: Mapped[float] = mapped_column(Float)
     sent: Mapped[str | None] = mapped_column(Text)
     sent_at: Mapped[float | None] = mapped_column(Float)
+
+
+class WebhookRow(Base):
+    """A webhook the receiver took in, by its `webhook-id`: being acted on (`claim`, until `claimed_until`) or done."""
+
+    __tablename__ = "askback_runtime_webhooks"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    type: Mapped[str] = mapped_column(String(64))
+    received_at: Mapped[float] = mapped_column(Float)
+    claim: Mapped[str | None] = mapped_column(String(64))
+    claimed_until: Mapped[float | None] = mapped_column(Float)
+    done_at: Mapped[float | None] = mapped_column(Float)

@@ -1,4 +1,5 @@
-"""How a handler becomes an SDK tool: the checks made when it is defined, and the function the SDK calls.
+"""How a handler becomes an SDK tool: the checks made when it is defined, the function the SDK calls, and what an
+askback error becomes at the SDK's boundary.
 
 The SDK builds a tool's input schema from the function it is given. `sdk_function` gives it one with the handler's
 own parameters, minus the `Flow` and the SDK `Context` askback passes itself, plus a keyword-only context through
@@ -14,13 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 
 from askback.core.flow import Flow
 from askback.core.questions import Question
-from askback.errors import DefinitionError
+from askback.errors import AskbackError, DefinitionError
 from askback.server.round import Handler
 
-__all__ = ["check_questions", "checked_scopes", "sdk_function"]
+__all__ = ["at_mcp_boundary", "check_questions", "checked_scopes", "sdk_function"]
 
 _CTX = "askback_context"
 # RFC 6749 section 3.3: a scope token is printable ASCII without space, `"` or `\`.
@@ -59,9 +61,9 @@ def sdk_function(
     tool: str,
     fn: Callable[..., Awaitable[Any]],
     call: Callable[[Handler, dict[str, Any], Context[Any, Any]], Awaitable[Any]],
-) -> Callable[..., Awaitable[Any]]:
-    """The function the SDK registers for handler `fn`: the handler's signature without its `Flow` and `Context`
-    parameters; calling it runs `call(handler, arguments, ctx)`."""
+) -> tuple[Callable[..., Awaitable[Any]], Handler]:
+    """The function the SDK registers for handler `fn` (the handler's signature without its `Flow` and `Context`
+    parameters; calling it runs `call(handler, arguments, ctx)`), and the handler."""
     if not inspect.iscoroutinefunction(fn):
         raise DefinitionError(f"tool {tool!r} must be an async function")
     hints = typing.get_type_hints(fn, include_extras=True)
@@ -89,4 +91,12 @@ def sdk_function(
     run_tool.__qualname__ = fn.__qualname__
     run_tool.__module__ = fn.__module__
     run_tool.__doc__ = fn.__doc__
-    return run_tool
+    return run_tool, handler
+
+
+def at_mcp_boundary(exc: AskbackError) -> Exception:
+    """The one place an askback error becomes what the SDK answers: a tool result flagged `isError` for what the
+    model should read and fix (`tool_error`), a JSON-RPC error for the rest."""
+    if exc.tool_error:
+        return ToolError(str(exc))
+    return exc.to_mcp_error()

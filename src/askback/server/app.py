@@ -10,7 +10,9 @@ method, tool, arguments, server name and principal). askback adds, around each t
   effects that run once (`flow.once`);
 - the audit trail (`askback.audit`), including requests refused for an invalid state;
 - the extensions it is given (`askback.extension`: connected accounts, ...): their migrations, start and close
-  hooks, mounts and ports, wired here and nowhere else.
+  hooks, mounts and ports, wired here and nowhere else;
+- the catalogue of its tools (`askback.server._catalogue`), exposed as MCP tools (`ASKBACK_EXPOSE=direct`), through
+  five meta-tools (`meta`, `askback.server._meta`, docs/meta.md) or both.
 
 Each call is a round's plan (`askback.core.round_plan`), driven by `round.py` with the app's `RoundConfig`.
 """
@@ -29,8 +31,6 @@ import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
@@ -48,7 +48,10 @@ from askback.core.text import unstorable_text
 from askback.db.migrate import Component
 from askback.errors import AskbackError, ConfigurationError, InsufficientScopeError, InvalidParamsError
 from askback.extension import Extension, ExtensionContext, Mounted, Ports, merge_ports
-from askback.server._tools import check_questions, checked_scopes, sdk_function
+from askback.server._catalogue import Catalogue, catalogue_tool
+from askback.server._meta import install_meta, refuse_meta_name
+from askback.server._tools import at_mcp_boundary as _at_mcp_boundary
+from askback.server._tools import check_questions, checked_scopes
 from askback.server.auth import caller_of
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
@@ -133,7 +136,11 @@ class Askback:
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
         # The OAuth scopes of the tools that need some (`tool(scopes=...)`), checked before such a tool runs.
         self.tool_scopes: dict[str, tuple[str, ...]] = {}
-        self._converters: dict[str, Callable[[Any], CallToolResult | InputRequiredResult]] = {}
+        # Every tool, whichever way it is exposed: each one an MCP tool (direct), or behind the meta-tools (meta).
+        self.catalogue = Catalogue()
+        self.expose = self.settings.expose
+        if self.expose != "direct":
+            install_meta(self, call=self._call, audit_refusal=self._audit_refusal)
         self._on_start: list[Callable[[Store], Awaitable[None]]] = []
         self._on_close: list[Callable[[], Awaitable[None]]] = []
         self._extensions: tuple[Extension, ...] = ()
@@ -315,10 +322,12 @@ class Askback:
         asks: Sequence[Question[Any]] = (),
         structured_output: bool | None = None,
         scopes: Sequence[str] = (),
+        connections: Sequence[str] = (),
     ) -> Callable[[F], F]:
         """Register a tool. A parameter annotated `Flow` receives the flow; `asks` lists the questions the tool
         may ask, so their keys are checked for clashes when the tool is defined. `scopes`: the OAuth scopes a
-        caller's token must grant for the tool to run (otherwise 403 `insufficient_scope` naming them)."""
+        caller's token must grant for the tool to run (otherwise 403 `insufficient_scope` naming them).
+        `connections`: the connected accounts it uses (`flow.connect(name)`), shown in the META exposure."""
         options = {
             "title": title,
             "description": description,
@@ -327,7 +336,7 @@ class Askback:
         }
 
         def decorator(fn: F) -> F:
-            self._register(fn, name, options, asks, scopes)
+            self._register(fn, name, options, asks, scopes, connections)
             return fn
 
         return decorator
@@ -339,25 +348,32 @@ class Askback:
         options: dict[str, Any],
         asks: Sequence[Question[Any]],
         scopes: Sequence[str],
+        connections: Sequence[str],
     ) -> None:
         tool_name = name or fn.__name__
+        if self.expose != "direct":
+            refuse_meta_name(tool_name)
         questions = check_questions(tool_name, asks)
         needed = checked_scopes(tool_name, scopes)
-        run_tool = sdk_function(tool_name, fn, self._call)
-        structured_output = options.get("structured_output")
-        self._converters[tool_name] = Tool.from_function(
-            run_tool, name=tool_name, structured_output=structured_output
-        ).fn_metadata.convert_result
-        self.mcp.add_tool(run_tool, name=tool_name, **options)
+        entry = self.catalogue.add(
+            catalogue_tool(
+                fn,
+                tool_name,
+                description=options.get("description"),
+                structured_output=options.get("structured_output"),
+                connections=connections,
+                call=self._call,
+            )
+        )
+        if self.expose != "meta":
+            self.mcp.add_tool(entry.function, name=tool_name, **options)
         self.tools[tool_name] = questions
         if needed:
             self.tool_scopes[tool_name] = needed
 
     def tool_result(self, tool: str, value: Any) -> CallToolResult:
         """The tool's return value as the SDK would put it on the wire (structured output included)."""
-        result = self._converters[tool](value)
-        assert isinstance(result, CallToolResult)
-        return result
+        return self.catalogue[tool].result(value)
 
     def end_result(self, tool: str, text: str) -> CallToolResult:
         """A flow that ends without the handler's value (declined, expired...): `text` for the model to read."""
@@ -371,8 +387,9 @@ class Askback:
     # -- one call --
 
     async def _call(
-        self, handler: Handler, arguments: dict[str, Any], ctx: Context[Any, Any]
+        self, handler: Handler, arguments: dict[str, Any], ctx: Context[Any, Any], config: RoundConfig | None = None
     ) -> CallToolResult | InputRequiredResult:
+        """One round of `handler`, carried out with the app's `round_config` (or `config`: `execute_tool`'s)."""
         seen = _ROUNDS_SEEN.get()
         if seen is not None:
             seen.append(handler.tool)
@@ -388,7 +405,7 @@ class Askback:
                     "does not grant",
                     scopes=needed,
                 )
-            return await run_round(self.round_config, handler, arguments, ctx, caller)
+            return await run_round(config or self.round_config, handler, arguments, ctx, caller)
         except AskbackError as exc:
             raise _at_mcp_boundary(exc) from exc
 
@@ -470,11 +487,3 @@ def _first_text(result: HandlerResult) -> str:
         if isinstance(text, str):
             return text[:500]
     return ""
-
-
-def _at_mcp_boundary(exc: AskbackError) -> Exception:
-    """The one place an askback error becomes what the SDK answers: a tool result flagged `isError` for what the
-    model should read and fix (`tool_error`), a JSON-RPC error for the rest."""
-    if exc.tool_error:
-        return ToolError(str(exc))
-    return exc.to_mcp_error()

@@ -25,7 +25,7 @@ from askback.core import flow as core_flow
 from askback.core import round as decision
 from askback.core import round_plan as plan
 from askback.core.caller import Caller
-from askback.core.flow import AccountsPort, as_json
+from askback.core.flow import AccountsPort, ConnectMode, as_json
 from askback.core.state import FlowState
 from askback.db.classify import DRIVER_ERRORS, unavailable_error
 from askback.errors import AskbackError, DefinitionError
@@ -65,6 +65,8 @@ class RoundConfig:
     pushes: PendingPushes
     effect_wait: float
     effect_lease: float
+    # `report`: `flow.connect` ends the run saying an account is not ready instead of asking (`execute_tool`).
+    connect_mode: ConnectMode = "ask"
 
 
 async def run_round(
@@ -221,6 +223,7 @@ class _RoundIO:
             accounts=self.accounts,
             new_id=self.config.new_id,
             caller=self.caller,
+            connect_mode=self.config.connect_mode,
         )
         kwargs = dict(self.arguments)
         if self.handler.flow_param is not None:

@@ -12,15 +12,27 @@ run by `Store.upgrade` through the engine's own connection. SQLite databases are
 ones only by `askback db upgrade`, so that one deliberate step changes a shared database.
 
 This module is the face; the parts are private: `_store` (opening, schema, database-wide locks), `_flows` (the
-ledgers, the end of a round as one `RoundRecord`, held answers), `_audit_log` (the audit trail and its chains) and
-`_base` (the connection and SQLite's fast path).
+ledgers, the end of a round as one `RoundRecord`, held answers), `_audit_log` (the audit trail and its chains),
+`_events` (the event log every instance reads: `append_event` in a product's transaction, `StoredEvent`s read by
+cursor) and `_base` (the connection and SQLite's fast path).
 """
 
 from __future__ import annotations
 
 from askback.store._base import MIGRATIONS
+from askback.store._events import StoredEvent, append_event
 from askback.store._flows import HeldAnswers, RoundRecord
 from askback.store._store import Store
 from askback.store.ledger import Completion, EffectClaim, RoundClaim
 
-__all__ = ["MIGRATIONS", "Completion", "EffectClaim", "HeldAnswers", "RoundClaim", "RoundRecord", "Store"]
+__all__ = [
+    "MIGRATIONS",
+    "Completion",
+    "EffectClaim",
+    "HeldAnswers",
+    "RoundClaim",
+    "RoundRecord",
+    "Store",
+    "StoredEvent",
+    "append_event",
+]

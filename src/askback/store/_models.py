@@ -13,7 +13,17 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from askback.db.orm import product_metadata
 
-__all__ = ["VERSION_TABLE", "AuditChainRow", "AuditRow", "Base", "EffectRow", "FlowRow", "HeldAnswersRow", "RoundRow"]
+__all__ = [
+    "VERSION_TABLE",
+    "AuditChainRow",
+    "AuditRow",
+    "Base",
+    "EffectRow",
+    "EventRow",
+    "FlowRow",
+    "HeldAnswersRow",
+    "RoundRow",
+]
 
 # Our own name rather than Alembic's default, so that an application keeping its own Alembic history in the
 # same database does not collide with ours.
@@ -119,3 +129,16 @@ class HeldAnswersRow(Base):
     round: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     sealed: Mapped[str] = mapped_column(Text)
     expires_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class EventRow(Base):
+    """One event of the shared event log (`askback.store._events`): its `id` is the readers' cursor, `type` its name
+    (`account.connected`), `data` a JSON object. Written in the transaction of the change it reports."""
+
+    __tablename__ = "askback_events"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(String(64), index=True)
+    at: Mapped[float] = mapped_column(Float)
+    data: Mapped[str] = mapped_column(Text)

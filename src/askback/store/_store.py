@@ -1,5 +1,5 @@
 """`Store`: opening the database, its schema (each component's Alembic history), and database-wide locks. What it
-stores is in `_flows` (ledgers, completions, held answers) and `_audit_log`."""
+stores is in `_flows` (ledgers, completions, held answers), `_audit_log` and `_events` (the shared event log)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from askback.db.engine import BEGIN_IMMEDIATE, create_engine, probe_sqlite_file,
 from askback.db.urls import normalize_database_url
 from askback.errors import ConfigurationError
 from askback.store._base import MIGRATIONS
+from askback.store._events import Events
 from askback.store._flows import Flows
 
 __all__ = ["Store"]
@@ -27,8 +28,8 @@ _PG_MIGRATION_LOCK = 0x61736B62
 _PG_SETUP_LOCK = 0x61736B63
 
 
-class Store(Flows):
-    """The database behind effects, rounds, completions and audit. Make one with `await Store.open(url)`."""
+class Store(Events, Flows):
+    """The database behind effects, rounds, completions, audit and events. Make one with `await Store.open(url)`."""
 
     @classmethod
     async def open(

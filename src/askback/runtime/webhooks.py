@@ -1,0 +1,387 @@
+"""The runtime resumes when the grant lands: a Standard Webhooks receiver, and the same hook for in-process events.
+
+A call parked on a `connect.<name>` URL question waits for a person to come back and say they are done. A server's
+connected accounts know sooner: when the account becomes ACTIVE they send `account.connected` (or
+`account.recovered`), and this receiver answers the parked question `accept` and resumes the call
+(`Runtime.account_active`), without anyone answering it.
+
+    app = webhook_receiver(runtime, secrets=["whsec_..."])      # POST only; mount it where the server sends
+    await resume_on_account_events(runtime, accounts.events())  # runtime and server in one process
+
+A request is believed only when its signature is (https://www.standardwebhooks.com): HMAC-SHA256, keyed with the
+base64 secret after `whsec_`, over `{webhook-id}.{webhook-timestamp}.{body}`, matching one of the `v1,<base64>`
+signatures of `webhook-signature` under any configured secret (several while one is rotated), compared in constant
+time, with a timestamp within `tolerance` seconds of now either way. Anything else is 401 with a short reason, and
+nothing is done. `verify` is that decision as a pure function of the headers, the body, the keys and the time.
+
+Exactly once: the `webhook-id` is claimed in the runtime's store (`askback_runtime_webhooks`) before anything is done,
+so of two processes given the same webhook, or of a webhook and its redelivery, one acts and the others answer 200
+`duplicate`. The resume runs in the request, bounded by `resume_timeout`, so that a 2xx means it is done: a resume
+that fails or runs out of time gives the claim back and answers 503, and the sender's retry does it again, picking up
+a call whose question was answered but whose round was not sent. Other event types are answered 204 and ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import secrets as _random
+from collections.abc import AsyncIterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, cast
+
+import anyio
+from sqlalchemy import Connection, Table, bindparam, delete, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from askback.asgi import CappedBody
+from askback.clock import Clock
+from askback.core.questions import connect_key
+from askback.errors import AskbackError, CallStateError, ConfigurationError
+from askback.runtime._models import WebhookRow
+from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
+from askback.runtime.calls import Runtime
+
+__all__ = [
+    "RECEIVER_PATH",
+    "RESUMING_EVENTS",
+    "AccountEvent",
+    "AccountReady",
+    "Ignored",
+    "Refused",
+    "Unreadable",
+    "Verified",
+    "account_event",
+    "keys",
+    "resume_for",
+    "resume_on_account_events",
+    "verify",
+    "webhook_receiver",
+]
+
+log = logging.getLogger("askback.runtime.webhooks")
+
+RECEIVER_PATH = "/webhooks/askback"
+"""Where `askback inbox serve --webhook-secret-env VAR` serves the receiver."""
+
+RESUMING_EVENTS = frozenset({"account.connected", "account.recovered"})
+"""The event types on which a call parked on connecting that account is resumed."""
+
+_MAX_BODY = 256 * 1024
+_MAX_ID = 255
+_RACES = 3  # another process answering the same question at the same moment: look again this many times
+
+
+# Verification: pure ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A webhook whose signature and timestamp hold: its `webhook-id` and its body."""
+
+    webhook_id: str
+    body: bytes
+    kind: Literal["verified"] = "verified"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a webhook is not believed (answered 401), short enough to send back."""
+
+    reason: str
+    kind: Literal["refused"] = "refused"
+
+
+def keys(secrets: Sequence[str]) -> tuple[bytes, ...]:
+    """The HMAC keys of `whsec_<base64>` secrets (the prefix optional); `ConfigurationError`, naming the secret by
+    position and never by value, when one is not base64 or is empty, or when none is given."""
+    found: list[bytes] = []
+    for n, secret in enumerate(secrets, start=1):
+        encoded = secret.strip().removeprefix("whsec_")
+        try:
+            key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            key = b""
+        if not key:
+            raise ConfigurationError(f"webhook secret {n} is not whsec_ followed by base64: give the sender's secret")
+        found.append(key)
+    if not found:
+        raise ConfigurationError("the webhook receiver needs at least one secret (whsec_...), the sender's")
+    return tuple(found)
+
+
+def verify(
+    headers: Mapping[str, str], body: bytes, *, keys: Sequence[bytes], now: float, tolerance: float = 300
+) -> Verified | Refused:
+    """Whether a Standard Webhooks request is believed: given its headers (names in lower case), its body as sent,
+    the HMAC keys (`keys(secrets)`), the time now and how far from it the timestamp may be."""
+    webhook_id = headers.get("webhook-id", "")
+    stamp = headers.get("webhook-timestamp", "")
+    signatures = headers.get("webhook-signature", "")
+    if not webhook_id or not stamp or not signatures:
+        missing = [n for n, v in (("id", webhook_id), ("timestamp", stamp), ("signature", signatures)) if not v]
+        return Refused(f"missing webhook-{missing[0]} header")
+    if len(webhook_id) > _MAX_ID:
+        return Refused("webhook-id is too long")
+    if not stamp.isascii() or not stamp.isdigit():
+        return Refused("webhook-timestamp is not a number of seconds")
+    if abs(now - int(stamp)) > tolerance:
+        return Refused("webhook-timestamp is too far from now")
+    signed = f"{webhook_id}.{stamp}.".encode() + body
+    expected = [hmac.new(key, signed, hashlib.sha256).digest() for key in keys]
+    for sent in signatures.split(" "):
+        version, _, value = sent.partition(",")
+        if version != "v1":
+            continue
+        try:
+            digest = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        # Every key is tried, match or not, so that the time taken says nothing about which one matched.
+        matched = [hmac.compare_digest(digest, e) for e in expected]
+        if any(matched):
+            return Verified(webhook_id, body)
+    return Refused("no signature matches")
+
+
+@dataclass(frozen=True)
+class AccountReady:
+    """A verified event on which calls are resumed: its type (of `RESUMING_EVENTS`) and whose account it is."""
+
+    type: str
+    account: AccountActive
+    kind: Literal["ready"] = "ready"
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A verified event of another type: answered 204, nothing done."""
+
+    type: str
+    kind: Literal["ignored"] = "ignored"
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A verified body that is not an event the receiver can read (answered 400), and why."""
+
+    reason: str
+    kind: Literal["unreadable"] = "unreadable"
+
+
+def account_event(body: bytes) -> AccountReady | Ignored | Unreadable:
+    """What a verified body asks of the runtime."""
+    try:
+        event = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return Unreadable("the body is not JSON")
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return Unreadable('the body is not an event (an object with a "type")')
+    type_: str = event["type"]
+    if type_ not in RESUMING_EVENTS:
+        return Ignored(type_)
+    data = event.get("data")
+    principal = data.get("principal") if isinstance(data, dict) else None
+    connection = data.get("connection") if isinstance(data, dict) else None
+    if not isinstance(principal, str) or not isinstance(connection, str) or not principal or not connection:
+        return Unreadable(f"{type_} without data.principal and data.connection")
+    return AccountReady(type_, AccountActive(principal, connection))
+
+
+# Resuming -------------------------------------------------------------------------------------------------------
+
+
+class AccountEvent(Protocol):
+    """What the in-process subscription yields (the connected accounts' events): its type and whose account."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def connection(self) -> str: ...
+
+
+async def resume_for(runtime: Runtime, event: AccountActive) -> list[Outcome]:
+    """Resume every call of `event.principal` that waits on connecting `event.connection`: those whose question is
+    still open (`Runtime.account_active` answers it `accept`), and those whose question was answered but whose round
+    was not sent (an earlier attempt that failed or ran out of time). Safe to repeat, and to run in two processes at
+    once: a call's round is sent once, and a finished call is not parked any more."""
+    for attempt in range(_RACES):
+        try:
+            outcomes = await runtime.account_active(event)
+            break
+        except CallStateError:
+            # Another process answered or resumed the same call between our read and our write: read again.
+            if attempt == _RACES - 1:
+                raise
+    done = {o.call_id for o in outcomes}
+    wanted = connect_key(event.connection)
+    for record in [r async for page in runtime.calls.pages(principal=event.principal) for r in page]:
+        if record.id in done or record.waiting or wanted not in {q.key for q in record.questions}:
+            continue
+        if wanted in await runtime.calls.answers(record.id, record.round):
+            outcomes.append(await runtime.resume(record.id))
+    return outcomes
+
+
+async def resume_on_account_events(runtime: Runtime, events: AsyncIterable[AccountEvent]) -> None:
+    """Resume the calls waiting on an account whenever `events` (e.g. the connected accounts' `events()`, when
+    runtime and server share a process) says it became ACTIVE, until `events` ends. A resume that fails is logged
+    and the next event is taken: the call stays parked for the next event, or for `askback inbox resume`."""
+    async for event in events:
+        if event.type not in RESUMING_EVENTS:
+            continue
+        try:
+            await resume_for(runtime, AccountActive(event.principal, event.connection))
+        except AskbackError:
+            log.warning("resuming on %s for %s/%s failed", event.type, event.principal, event.connection, exc_info=True)
+
+
+# The table of webhooks taken in ----------------------------------------------------------------------------------
+
+_WEBHOOKS = cast(Table, WebhookRow.__table__)
+_w = _WEBHOOKS.c
+_TAKE_NEW = {
+    "sqlite": sqlite_insert(_WEBHOOKS).on_conflict_do_nothing(index_elements=["id"]),
+    "postgresql": pg_insert(_WEBHOOKS).on_conflict_do_nothing(index_elements=["id"]),
+}
+_TAKE_OVER = (
+    update(_WEBHOOKS)
+    .where(_w.id == bindparam("b_id"), _w.done_at.is_(None), _w.claimed_until < bindparam("b_now"))
+    .values(claim=bindparam("b_claim"), claimed_until=bindparam("b_until"))
+)
+_GIVE_BACK = delete(_WEBHOOKS).where(_w.id == bindparam("b_id"), _w.claim == bindparam("b_claim"))
+_DONE = (
+    update(_WEBHOOKS)
+    .where(_w.id == bindparam("b_id"), _w.claim == bindparam("b_claim"))
+    .values(claim=None, claimed_until=None, done_at=bindparam("b_at"))
+)
+
+
+async def _take(runtime: Runtime, webhook_id: str, type_: str, *, now: float, lease: float) -> str | None:
+    """Claim the webhook `webhook_id`: a claim token, or None when it was acted on, or is being acted on elsewhere."""
+    claim = _random.token_urlsafe(12)
+
+    def write(conn: Connection) -> bool:
+        row = {"id": webhook_id, "type": type_[:64], "received_at": now, "claim": claim, "claimed_until": now + lease}
+        if conn.execute(_TAKE_NEW[conn.dialect.name], row).rowcount == 1:
+            return True
+        # Taken before by a process that stopped half-way (its lease ran out): this one takes over.
+        params = {"b_id": webhook_id, "b_now": now, "b_claim": claim, "b_until": now + lease}
+        return bool(conn.execute(_TAKE_OVER, params).rowcount == 1)
+
+    won = await runtime.store.transaction(write, doing="take in a webhook", immediate=True)
+    return claim if won else None
+
+
+# The receiver ---------------------------------------------------------------------------------------------------
+
+
+def _json(status: int, **body: Any) -> Response:
+    return JSONResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+    status = "completed" if isinstance(outcome, Completed) else "claimed" if isinstance(outcome, Claimed) else "parked"
+    return {"call_id": outcome.call_id, "status": status}
+
+
+class _Receiver:
+    """The receiver over one runtime: verify, claim the webhook id, resume, answer."""
+
+    def __init__(
+        self, runtime: Runtime, keys: tuple[bytes, ...], tolerance: float, clock: Clock, timeout: float
+    ) -> None:
+        self.runtime = runtime
+        self.keys = keys
+        self.tolerance = tolerance
+        self.clock = clock
+        self.timeout = timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        response = await self.answer(request)
+        await response(scope, receive, send)
+
+    async def answer(self, request: Request) -> Response:
+        if request.method != "POST":
+            return Response(status_code=405, headers={"Allow": "POST"})
+        try:
+            body = await request.body()
+        except HTTPException as exc:
+            return _json(exc.status_code, reason="the body is too large")
+        verdict = verify(request.headers, body, keys=self.keys, now=self.clock.now(), tolerance=self.tolerance)
+        if isinstance(verdict, Refused):
+            log.info("webhook refused: %s", verdict.reason)
+            return _json(401, reason=verdict.reason)
+        event = account_event(body)
+        if isinstance(event, Ignored):
+            return Response(status_code=204)
+        if isinstance(event, Unreadable):
+            return _json(400, reason=event.reason)
+        return await self.resume(verdict.webhook_id, event)
+
+    async def resume(self, webhook_id: str, event: AccountReady) -> Response:
+        runtime = self.runtime
+        claim = await _take(runtime, webhook_id, event.type, now=self.clock.now(), lease=2 * self.timeout)
+        if claim is None:
+            return _json(200, duplicate=True, calls=[])
+        try:
+            with anyio.fail_after(self.timeout):
+                outcomes = await resume_for(runtime, event.account)
+        except (AskbackError, TimeoutError) as exc:
+            why = "the resume did not finish in time" if isinstance(exc, TimeoutError) else "the resume failed"
+            log.warning("webhook %s: %s", webhook_id, why, exc_info=not isinstance(exc, TimeoutError))
+            await self.give_back(webhook_id, claim)
+            return _json(503, reason=f"{why}; send it again")
+        except BaseException:
+            await self.give_back(webhook_id, claim)
+            raise
+        params = {"b_id": webhook_id, "b_claim": claim, "b_at": self.clock.now()}
+        await runtime.store.transaction(lambda conn: conn.execute(_DONE, params), doing="record a webhook")
+        return _json(200, duplicate=False, calls=[_outcome_json(o) for o in outcomes])
+
+    async def give_back(self, webhook_id: str, claim: str) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.runtime.store.transaction(
+                lambda conn: conn.execute(_GIVE_BACK, {"b_id": webhook_id, "b_claim": claim}),
+                doing="give back a webhook",
+            )
+
+
+def webhook_receiver(
+    runtime: Runtime,
+    *,
+    secrets: Sequence[str],
+    tolerance: float = 300,
+    clock: Clock | None = None,
+    resume_timeout: float = 10.0,
+    max_body: int = _MAX_BODY,
+) -> ASGIApp:
+    """An ASGI app taking Standard Webhooks POSTs for `runtime`: `account.connected` and `account.recovered` resume
+    the calls waiting on that account (200, with each call's status), other events are ignored (204), a repeat of a
+    webhook id does nothing again (200, `duplicate`). Refused: a signature none of `secrets` (`whsec_...`) made, or a
+    timestamp more than `tolerance` seconds from now (401); a body over `max_body` bytes (413); a signed body that is
+    not an event (400). A resume that fails or takes over `resume_timeout` seconds answers 503, for the sender to
+    retry. `clock` defaults to the runtime's. A secret that is not `whsec_<base64>` is `ConfigurationError`."""
+    receiver = _Receiver(runtime, keys(secrets), tolerance, clock or runtime.clock, resume_timeout)
+    return CappedBody(receiver, limit=max_body)

@@ -1,0 +1,191 @@
+"""The shared event log: what happened (an account connected, a delivery to make), one row per event, in the
+same database every instance uses, so that a subscriber on any instance sees an event whichever instance wrote it.
+
+A product appends an event with `append_event` inside the transaction that makes the change, so the event exists
+exactly when the change does. The row's `id` is the cursor: a reader keeps the last id it handled and asks for the
+events after it (`Store.events_after`), then waits for the next ones (`Store.wait_for_events`). PostgreSQL wakes
+waiters with `NOTIFY askback_events`, sent at commit, on one listening connection per store; SQLite has no such
+signal, so waiters poll every `event_poll_interval` seconds.
+
+On PostgreSQL an id is taken at INSERT and becomes visible at COMMIT: two transactions could commit in the other
+order than their ids, and a reader that already moved past the later id would never see the earlier one. So an
+append takes a transaction-scoped advisory lock first, and event-writing transactions commit one at a time, in id
+order. Append last in the transaction, so the lock is held only for the commit. SQLite has one writer at a time
+already.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+from sqlalchemy import Connection, Table, func, insert, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from askback.store._base import StoreBase
+from askback.store._models import EventRow
+
+__all__ = ["CHANNEL", "Events", "StoredEvent", "append_event"]
+
+# The PostgreSQL channel every instance listens on; the notification carries nothing, the table has it all.
+CHANNEL = "askback_events"
+# Any fixed number, the same in every askback process: the advisory lock event appends commit under, in id order.
+_PG_EVENTS_LOCK = 0x61736B64
+
+_EVENTS = cast(Table, EventRow.__table__)
+_e = _EVENTS.c
+_APPEND = insert(_EVENTS)
+_NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
+_ORDERED = text("SELECT pg_advisory_xact_lock(:key)")
+_LATEST = select(func.coalesce(func.max(_e.id), 0))
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One row of the event log: `id` (the cursor, increasing), `type` (`account.connected`), `at` (epoch seconds)
+    and `data` (a JSON object)."""
+
+    id: int
+    type: str
+    at: float
+    data: Mapping[str, Any]
+
+
+def append_event(conn: Connection, *, type: str, at: float, data: Mapping[str, Any]) -> None:
+    """Add one event inside the caller's transaction (`Store.transaction`'s `conn`); it is seen when that transaction
+    commits, and on PostgreSQL every listening instance is woken then."""
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        conn.execute(_ORDERED, {"key": _PG_EVENTS_LOCK})
+    conn.execute(_APPEND, {"type": type, "at": at, "data": json.dumps(dict(data), sort_keys=True)})
+    if postgres:
+        conn.execute(_NOTIFY)
+
+
+def _selecting(cursor: int, types: Sequence[str], limit: int) -> Any:
+    """The events after `cursor`, oldest first, of the `types` given (exact names, or `family.*`; none: all)."""
+    query = select(_e.id, _e.type, _e.at, _e.data).where(_e.id > cursor)
+    if types and "*" not in types:
+        kinds = [_e.type.startswith(t[:-1], autoescape=True) if t.endswith(".*") else _e.type == t for t in types]
+        query = query.where(or_(*kinds))
+    return query.order_by(_e.id).limit(limit)
+
+
+class _Listener:
+    """A connection that LISTENs on `CHANNEL` and sets every registered waker when a notification (or the
+    connection's end) arrives."""
+
+    def __init__(self, conn: AsyncConnection, driver: Any) -> None:
+        self.conn = conn
+        self.driver = driver
+        self.wakers: set[anyio.Event] = set()
+
+    def wake(self, *_: Any) -> None:
+        wakers, self.wakers = self.wakers, set()
+        for waker in wakers:
+            waker.set()
+
+    @property
+    def alive(self) -> bool:
+        return not self.driver.is_closed()
+
+    async def close(self) -> None:
+        self.wake()
+        try:
+            await self.driver.remove_listener(CHANNEL, self.wake)
+        finally:
+            await self.conn.close()
+
+
+class Events(StoreBase):
+    """Reading the event log, and waiting for what comes next."""
+
+    # How often a waiter on SQLite looks for new events.
+    event_poll_interval: float = 0.25
+    _event_listener: _Listener | None = None
+    _event_listener_lock: anyio.Lock | None = None
+
+    async def events_after(self, cursor: int, *, types: Sequence[str] = (), limit: int = 500) -> list[StoredEvent]:
+        """Up to `limit` events with an id above `cursor`, oldest first; `types` are exact names (`account.connected`)
+        or families (`account.*`), none meaning every event."""
+        query = _selecting(cursor, tuple(types), limit)
+        with self._reachable("read the event log"):
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+        return [StoredEvent(row.id, row.type, row.at, json.loads(row.data)) for row in rows]
+
+    async def latest_event_id(self) -> int:
+        """The id of the newest event; 0 when there is none."""
+        latest = await self.read(lambda conn: conn.execute(_LATEST).scalar(), doing="read the event log")
+        return int(latest or 0)
+
+    # A bounded wait that answers whether anything came, which a cancel scope around the call cannot say.
+    async def wait_for_events(self, cursor: int, *, timeout: float) -> bool:  # noqa: ASYNC109
+        """True as soon as an event with an id above `cursor` exists; False when `timeout` seconds pass first."""
+        deadline = anyio.current_time() + timeout
+        if self._sqlite_path is not None:
+            while True:
+                if await self.latest_event_id() > cursor:
+                    return True
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    return False
+                await anyio.sleep(min(self.event_poll_interval, left))
+        while True:
+            listener = await self._listening()
+            waker = anyio.Event()
+            listener.wakers.add(waker)
+            try:
+                # After subscribing: an event committed before LISTEN took effect is found here, not lost.
+                if await self.latest_event_id() > cursor:
+                    return True
+                with anyio.move_on_after(deadline - anyio.current_time()):
+                    await waker.wait()
+            finally:
+                listener.wakers.discard(waker)
+            if anyio.current_time() >= deadline:
+                return await self.latest_event_id() > cursor
+
+    async def close(self) -> None:
+        listener, self._event_listener = self._event_listener, None
+        try:
+            if listener is not None:
+                with anyio.CancelScope(shield=True):
+                    await listener.close()
+        finally:
+            await super().close()
+
+    async def _listening(self) -> _Listener:
+        """This store's listening connection, opened on first use and again when the last one was lost."""
+        if self._event_listener_lock is None:
+            self._event_listener_lock = anyio.Lock()
+        async with self._event_listener_lock:
+            listener = self._event_listener
+            if listener is not None and listener.alive:
+                return listener
+            if listener is not None:
+                self._event_listener = None
+                await self._drop(listener)
+            with self._reachable("listen for new events"):
+                conn = await self._engine.connect()
+                try:
+                    driver: Any = (await conn.get_raw_connection()).driver_connection
+                    listener = _Listener(conn, driver)
+                    await driver.add_listener(CHANNEL, listener.wake)
+                    driver.add_termination_listener(listener.wake)
+                except BaseException:
+                    await conn.invalidate()
+                    await conn.close()
+                    raise
+            self._event_listener = listener
+            return listener
+
+    @staticmethod
+    async def _drop(listener: _Listener) -> None:
+        """Let go of a listening connection the database already closed."""
+        listener.wake()
+        await listener.conn.invalidate()
+        await listener.conn.close()
