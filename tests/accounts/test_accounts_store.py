@@ -27,7 +27,12 @@ async def test_the_accounts_migration_creates_exactly_the_tables_its_models_desc
 
         async with store.engine.connect() as conn:
             found = await conn.run_sync(differences)
-        assert await store.revisions() == {"server": Store.head_revision(), "accounts": "a002", "runtime": "r003", "webhooks": "w001"}
+        assert await store.revisions() == {
+            "server": Store.head_revision(),
+            "accounts": "a002",
+            "runtime": "r003",
+            "webhooks": "w001",
+        }
     finally:
         await store.close()
     ours = set(Base.metadata.tables)
