@@ -118,7 +118,7 @@ def add_mail(app: Askback, mail: DemoMail) -> None:
     """The tool `summarize_inbox` on `app`, made with `mail_accounts(mail, ...)` among its extensions."""
     messages_url = f"{mail.issuer}{MESSAGES_PATH}"
 
-    @app.tool()
+    @app.tool(connections=[CONNECTION])
     async def summarize_inbox(flow: Flow) -> str:
         """Summarize the caller's inbox at Demo Mail, read with their connected account."""
         mail_account = await flow.connect(CONNECTION)

@@ -23,14 +23,10 @@ a call whose question was answered but whose round was not sent. Other event typ
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import json
 import logging
 import secrets as _random
-from collections.abc import AsyncIterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
@@ -46,10 +42,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from askback.asgi import CappedBody
 from askback.clock import Clock
 from askback.core.questions import connect_key
-from askback.errors import AskbackError, CallStateError, ConfigurationError
+from askback.errors import AskbackError, CallStateError
 from askback.runtime._models import WebhookRow
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
 from askback.runtime.calls import Runtime
+from askback.standard_webhooks import Refused, Verified, verify
+from askback.standard_webhooks import secret_keys as keys
 
 __all__ = [
     "RECEIVER_PATH",
@@ -82,75 +80,6 @@ _RACES = 3  # another process answering the same question at the same moment: lo
 
 
 # Verification: pure ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Verified:
-    """A webhook whose signature and timestamp hold: its `webhook-id` and its body."""
-
-    webhook_id: str
-    body: bytes
-    kind: Literal["verified"] = "verified"
-
-
-@dataclass(frozen=True)
-class Refused:
-    """Why a webhook is not believed (answered 401), short enough to send back."""
-
-    reason: str
-    kind: Literal["refused"] = "refused"
-
-
-def keys(secrets: Sequence[str]) -> tuple[bytes, ...]:
-    """The HMAC keys of `whsec_<base64>` secrets (the prefix optional); `ConfigurationError`, naming the secret by
-    position and never by value, when one is not base64 or is empty, or when none is given."""
-    found: list[bytes] = []
-    for n, secret in enumerate(secrets, start=1):
-        encoded = secret.strip().removeprefix("whsec_")
-        try:
-            key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-        except (binascii.Error, ValueError):
-            key = b""
-        if not key:
-            raise ConfigurationError(f"webhook secret {n} is not whsec_ followed by base64: give the sender's secret")
-        found.append(key)
-    if not found:
-        raise ConfigurationError("the webhook receiver needs at least one secret (whsec_...), the sender's")
-    return tuple(found)
-
-
-def verify(
-    headers: Mapping[str, str], body: bytes, *, keys: Sequence[bytes], now: float, tolerance: float = 300
-) -> Verified | Refused:
-    """Whether a Standard Webhooks request is believed: given its headers (names in lower case), its body as sent,
-    the HMAC keys (`keys(secrets)`), the time now and how far from it the timestamp may be."""
-    webhook_id = headers.get("webhook-id", "")
-    stamp = headers.get("webhook-timestamp", "")
-    signatures = headers.get("webhook-signature", "")
-    if not webhook_id or not stamp or not signatures:
-        missing = [n for n, v in (("id", webhook_id), ("timestamp", stamp), ("signature", signatures)) if not v]
-        return Refused(f"missing webhook-{missing[0]} header")
-    if len(webhook_id) > _MAX_ID:
-        return Refused("webhook-id is too long")
-    if not stamp.isascii() or not stamp.isdigit():
-        return Refused("webhook-timestamp is not a number of seconds")
-    if abs(now - int(stamp)) > tolerance:
-        return Refused("webhook-timestamp is too far from now")
-    signed = f"{webhook_id}.{stamp}.".encode() + body
-    expected = [hmac.new(key, signed, hashlib.sha256).digest() for key in keys]
-    for sent in signatures.split(" "):
-        version, _, value = sent.partition(",")
-        if version != "v1":
-            continue
-        try:
-            digest = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        # Every key is tried, match or not, so that the time taken says nothing about which one matched.
-        matched = [hmac.compare_digest(digest, e) for e in expected]
-        if any(matched):
-            return Verified(webhook_id, body)
-    return Refused("no signature matches")
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,18 @@ A delivery is a POST of a JSON body `{"type", "timestamp", "data"}` with three h
 - `webhook-signature`: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, one per secret, space-separated,
   so that a receiver holding either the old or the new secret accepts it while secrets rotate.
 
-Pure functions: the clock and the secrets are given.
+Pure functions: the clock and the secrets are given. The signing itself is `askback.standard_webhooks`, which the
+runtime's receiver checks with.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import hashlib
-import hmac
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
+
+from askback.standard_webhooks import sign, signed_headers
 
 __all__ = ["message_body", "sign", "signed_headers", "webhook_id"]
 
@@ -34,19 +34,3 @@ def message_body(event_type: str, at: float, data: Mapping[str, Any]) -> str:
     """The JSON body: the event's type, its time (ISO 8601, UTC) and its data."""
     timestamp = dt.datetime.fromtimestamp(at, dt.UTC).isoformat().replace("+00:00", "Z")
     return json.dumps({"type": event_type, "timestamp": timestamp, "data": dict(data)}, sort_keys=True)
-
-
-def sign(key: bytes, msg_id: str, timestamp: int, body: str) -> str:
-    """One `v1,<base64>` signature of `body` under `key` (the bytes after a secret's `whsec_`)."""
-    digest = hmac.new(key, f"{msg_id}.{timestamp}.{body}".encode(), hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
-
-
-def signed_headers(keys: Sequence[bytes], msg_id: str, timestamp: int, body: str) -> dict[str, str]:
-    """The headers of one attempt, signed with every key."""
-    return {
-        "content-type": "application/json",
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": " ".join(sign(key, msg_id, timestamp, body) for key in keys),
-    }
