@@ -14,6 +14,9 @@ endpoint (`ASKBACK_WEBHOOKS`) is the runtime's receiver, served in another threa
 `--interactive`, the person opens the link in their own browser and presses Enter when it says Connected (or `n`
 to decline).
 
+Then erin, with no account yet, reaches the same tool through the META exposure (`askback.demo.meta_walk`; the demo
+server serves both exposures) from a client that declares no elicitation: not_connected, her link, ready, the summary.
+
 Each round runs in an event loop of its own and the questions are asked between rounds, in plain code: a prompt
 inside a running event loop would not see Ctrl-C (asyncio turns the first SIGINT into a cancellation that a
 blocked `input()` never notices). So one Ctrl-C raises `KeyboardInterrupt` wherever the demo is, and `serving`
@@ -58,6 +61,7 @@ from askback.demo.mail import (
     SIGN_IN_SECRET_ENV,
     callback_url,
 )
+from askback.demo.meta_walk import EXPOSE, walk_meta
 from askback.demo.person import connect_account
 from askback.demo.provider import NAME, DevProvider, serving_provider
 from askback.errors import AskbackError, ConfigurationError
@@ -416,7 +420,8 @@ def _landing(landed: queue.Queue[Landed], call_id: str) -> Landed | None:
     return None
 
 
-def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Landed], interactive: bool) -> None:
+def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Landed], interactive: bool) -> bool:
+    """True unless the person declined to connect or their input ended (then the demo asks them nothing more)."""
     tool = "summarize_inbox"
     console.rule(f"[bold]{user}[/] calls [cyan]{tool}[/] {{}} [dim]through the demo's agent runtime[/]")
 
@@ -433,7 +438,7 @@ def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Lande
     first = anyio.run(with_runtime, lambda rt: rt.call_tool(url, tool, {}, principal=user))
     if not isinstance(first, Parked):
         done(first, 1)
-        return
+        return True
     console.print(f"  round 1: [yellow]input_required[/]: the runtime parked call {first.call_id}")
     [question] = first.questions
     console.print(f"    asks [bold]{question.key}[/]: {escape(question.message)}")
@@ -446,7 +451,7 @@ def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Lande
             return await runtime.resume(first.call_id)
 
         done(anyio.run(with_runtime, answer), 2)
-        return
+        return False
     console.print("    [dim]nobody answers the question: the runtime waits for the server's webhook[/]")
     got = _landing(landed, first.call_id)
     if got is None:
@@ -454,9 +459,10 @@ def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Lande
             f"  the grant's webhook did not arrive within {_LANDING_TIMEOUT:.0f} s; the call stays parked: "
             f"askback webhooks deliveries --database {database}"
         )
-        return
+        return True
     console.print(f"  [bold]the grant landed: {escape(got.type)}; the call resumed by itself[/]")
     done(anyio.run(with_runtime, lambda rt: rt.resume(first.call_id)), first.round + 1)
+    return True
 
 
 def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> int:
@@ -466,14 +472,15 @@ def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> in
         tempfile.TemporaryDirectory(prefix="askback-demo-") as folder,
         serving_receiver(database, user="carol", secret=secret) as (receiver, landed),
     ):
-        env = {"ASKBACK_WEBHOOKS": str(webhooks_file(Path(folder), receiver)), WEBHOOK_SECRET_ENV: secret}
+        env = {"ASKBACK_WEBHOOKS": str(webhooks_file(Path(folder), receiver)), WEBHOOK_SECRET_ENV: secret, **EXPOSE}
         with demo_servers(workers=workers, port=port or free_port(), database=database, env=env) as url:
             console.print(f"The demo server sends account.connected to the demo's agent runtime at {receiver}")
             if interactive:
                 console.print("[dim]Answer each question; an empty answer declines it. Ctrl-C stops the demo.[/]")
             seen = _drive(url, "alice", "delete_project", {"project_id": "prj_99"}, interactive)
             seen |= _drive(url, "bob", "deploy", {"service": "web-frontend"}, interactive)
-            _drive_resumed(url, "carol", database, landed, interactive)
+            if _drive_resumed(url, "carol", database, landed, interactive) or not interactive:
+                walk_meta(url, "erin", lambda link, user: _open_link(link, user, interactive), console)
     console.rule()
     console.print(f"Rounds were served by {len(seen)} different worker process(es): {', '.join(sorted(seen))}.")
     console.print(
