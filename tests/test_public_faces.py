@@ -105,6 +105,12 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         ),
         frozenset(),
     ),
+    "askback.server.tasks": (
+        frozenset(
+            {"TASKS_EXTENSION", "TERMINAL", "TaskStatus", "TaskSupport", "TasksExtension", "iso_time", "task_view"}
+        ),
+        HEAVY - {"authlib", "jinja2", "typer"},  # part of the server kit, which an app imports whole
+    ),
     "askback.webhooks": (
         frozenset(
             {

@@ -13,6 +13,9 @@
 | `ASKBACK_MAX_PENDING_PUSHES` | 2025-11-25 questions pushed and waiting for an answer, in one process | `1000` |
 | `ASKBACK_MAX_PENDING_PUSHES_PER_SESSION` | the same, in one 2025-11-25 session | `8` |
 | `ASKBACK_ANSWERS` | where a flow's answers wait between rounds: `state` (inside the sealed `requestState`) or `server` (in the store, sealed with the state keys; the state carries only the flow's handle) | `state` |
+| `ASKBACK_TASK_TTL` | seconds a task (`tool(task=...)`) and its result are kept after it is created | `3600` |
+| `ASKBACK_TASK_POLL_INTERVAL` | milliseconds a client is told to wait between two `tasks/get` of a task | `1000` |
+| `ASKBACK_TASK_LEASE` | seconds after which a running task whose instance stopped renewing its lease is taken over | `30` |
 | `ASKBACK_EXPOSE` | what `tools/list` shows: `direct` (each tool), `meta` (five meta-tools over the catalogue: docs/meta.md) or `both` | `direct` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 | `ASKBACK_LINK_TTL` | connected accounts: seconds an authorization link stays usable until it is opened | `600` |
@@ -55,6 +58,11 @@ class Settings(BaseSettings):
     answers: Literal["state", "server"] = "state"
     # How the tools are exposed: each one (`direct`), five meta-tools over the catalogue (`meta`), or both.
     expose: Literal["direct", "meta", "both"] = "direct"
+    # Tasks (`tool(task=...)`): how long one is kept, how often a client should poll it, and how long the lease of
+    # the instance running it lasts without renewal.
+    task_ttl: float = Field(default=3600.0, gt=0)
+    task_poll_interval: int = Field(default=1000, ge=1)
+    task_lease: float = Field(default=30.0, gt=0)
     demo_auth: bool = False
     # `askback serve`'s log lines (its --log-format): read before the server is imported, from the environment.
     log_format: Literal["auto", "json", "text"] = "auto"

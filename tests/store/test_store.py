@@ -110,7 +110,7 @@ async def test_open_creates_the_sqlite_file_and_migrates_it_to_head(tmp_path: Pa
     store = await Store.open(db_url)
     try:
         assert (tmp_path / "askback.db").exists()
-        assert await store.current_revision() == Store.head_revision() == "0006"
+        assert await store.current_revision() == Store.head_revision() == "0007"
         await store.ping()
     finally:
         await store.close()

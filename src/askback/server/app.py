@@ -56,6 +56,7 @@ from askback.server.auth import caller_of
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
 from askback.server.round import Handler, RoundConfig, run_round
+from askback.server.tasks import TasksExtension, TaskSupport
 from askback.settings import Settings, load_settings
 from askback.store import MIGRATIONS, Store
 
@@ -125,8 +126,9 @@ class Askback:
         # (opened in either mode, so that flows begun before a switch still finish).
         self.answer_seal = AnswerSeal(keys)
         self.hold_answers = self.settings.answers == "server"
+        self.tasks = TasksExtension(self)
         self.mcp: MCPServer[Any] = MCPServer(
-            name, instructions=instructions, request_state_security=security, **mcp_options
+            name, instructions=instructions, request_state_security=security, extensions=[self.tasks], **mcp_options
         )
         # Outside the sealing boundary (index 0 is the SDK's OpenTelemetry middleware), to see its rejections.
         self.mcp.middleware.insert(1, self._guard_calls)
@@ -136,13 +138,14 @@ class Askback:
         self.tools: dict[str, tuple[Question[Any], ...]] = {}
         # The OAuth scopes of the tools that need some (`tool(scopes=...)`), checked before such a tool runs.
         self.tool_scopes: dict[str, tuple[str, ...]] = {}
+        self.task_tools: dict[str, tuple[TaskSupport, tuple[Question[Any], ...]]] = {}
         # Every tool, whichever way it is exposed: each one an MCP tool (direct), or behind the meta-tools (meta).
         self.catalogue = Catalogue()
         self.expose = self.settings.expose
         if self.expose != "direct":
             install_meta(self, call=self._call, audit_refusal=self._audit_refusal)
         self._on_start: list[Callable[[Store], Awaitable[None]]] = []
-        self._on_close: list[Callable[[], Awaitable[None]]] = []
+        self._on_close: list[Callable[[], Awaitable[None]]] = [self.tasks.runner.aclose]
         self._extensions: tuple[Extension, ...] = ()
         self._ports = Ports()
         self._started: list[Extension] = []
@@ -323,11 +326,14 @@ class Askback:
         structured_output: bool | None = None,
         scopes: Sequence[str] = (),
         connections: Sequence[str] = (),
+        task: TaskSupport | None = None,
+        ask_first: Sequence[Question[Any]] = (),
     ) -> Callable[[F], F]:
         """Register a tool. A parameter annotated `Flow` receives the flow; `asks` lists the questions the tool
         may ask, so their keys are checked for clashes when the tool is defined. `scopes`: the OAuth scopes a
         caller's token must grant for the tool to run (otherwise 403 `insufficient_scope` naming them).
-        `connections`: the connected accounts it uses (`flow.connect(name)`), shown in the META exposure."""
+        `connections`: the connected accounts it uses (`flow.connect(name)`), shown in the META exposure. `task`: run
+        as a durable task when the request declares the tasks extension (docs/tasks.md), `ask_first` asked before."""
         options = {
             "title": title,
             "description": description,
@@ -337,6 +343,8 @@ class Askback:
 
         def decorator(fn: F) -> F:
             self._register(fn, name, options, asks, scopes, connections)
+            if task is not None:
+                self.task_tools[name or fn.__name__] = (task, check_questions(name or fn.__name__, ask_first))
             return fn
 
         return decorator
@@ -433,7 +441,8 @@ class Askback:
         try:
             result = await call_next(ctx)
             name = params.get("name")
-            if ctx.method == "tools/call" and not rounds and isinstance(name, str) and name in self.tools:
+            refused = not rounds and not (isinstance(result, dict) and result.get("resultType") != "complete")
+            if ctx.method == "tools/call" and refused and isinstance(name, str) and name in self.tools:
                 # Refused by the SDK before the tool ran (arguments that do not fit its input schema).
                 await self._audit_refusal(params, "invalid_arguments", _first_text(result))
             return result

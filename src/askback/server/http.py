@@ -134,6 +134,35 @@ class _EraGuard:
         await self.app(scope, replay, send)
 
 
+class _TaskNameGuard:
+    """SEP-2663: a `tasks/*` request whose `Mcp-Name` header is not its `params.taskId` is refused with -32020 (HTTP
+    400). The SDK checks the header only for its own name-bearing methods, so a router that sends by the header would
+    otherwise reach a task other than the one the body names. Only requests with the header, and an `Mcp-Method`
+    that is a `tasks/*` one or missing, are read here."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        header, named = headers.get("mcp-name"), headers.get("mcp-method", "tasks/")
+        if header is None or not named.startswith("tasks/"):
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _read_body(receive)
+        message = _parsed(body)
+        method, params = message.get("method"), message.get("params")
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        if isinstance(method, str) and method.startswith("tasks/") and task_id != header.strip():
+            error = HeaderMismatchError(f"the Mcp-Name header does not match params.taskId of this {method} request")
+            await _rpc_error(body, error)(scope, receive, send)
+            return
+        await self.app(scope, replay, send)
+
+
 _VERSION_MISSING = (
     f"The MCP-Protocol-Version header is missing. This server serves {LATEST_MODERN_VERSION}: send the header on "
     f'every request, equal to params._meta["{PROTOCOL_VERSION_META_KEY}"]; and {LATEST_HANDSHAKE_VERSION}: send '
@@ -379,6 +408,7 @@ def build_app(
     middleware: list[Middleware] = [
         Middleware(_InstanceHeader),
         Middleware(_EraGuard),
+        Middleware(_TaskNameGuard),
         Middleware(_VersionHeaderRequired, path=_MCP_PATH),
     ]
     if check is not None:

@@ -23,6 +23,7 @@ __all__ = [
     "FlowRow",
     "HeldAnswersRow",
     "RoundRow",
+    "TaskRow",
 ]
 
 # Our own name rather than Alembic's default, so that an application keeping its own Alembic history in the
@@ -142,3 +143,32 @@ class EventRow(Base):
     type: Mapped[str] = mapped_column(String(64), index=True)
     at: Mapped[float] = mapped_column(Float)
     data: Mapped[str] = mapped_column(Text)
+
+
+class TaskRow(Base):
+    """One durable task (`askback.server.tasks`): who made it, the tool call it runs, where it stands (`status`,
+    the flow's state and the questions it waits on), what it ended with, and which instance holds its lease while
+    the handler runs. JSON lives in Text columns; times are epoch seconds."""
+
+    __tablename__ = "askback_tasks"
+
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    principal: Mapped[str | None] = mapped_column(String(255))
+    scopes: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str] = mapped_column(String(255))
+    arguments: Mapped[str] = mapped_column(Text)
+    capabilities: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    status_message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float, index=True)
+    ttl_ms: Mapped[int] = mapped_column(Integer)
+    poll_ms: Mapped[int] = mapped_column(Integer)
+    flow: Mapped[str] = mapped_column(Text)
+    outstanding: Mapped[str] = mapped_column(Text)
+    responses: Mapped[str] = mapped_column(Text)
+    result: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
+    lease_until: Mapped[float | None] = mapped_column(Float)

@@ -1,0 +1,317 @@
+"""The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) as the SDK serves it: an `Extension` whose
+`intercept_tool_call` turns a call of a task tool into a durable task, and which serves `tasks/get`, `tasks/update`
+and `tasks/cancel`. `tasks/result` and `tasks/list` are left unbound, so the SDK answers them -32601.
+
+A call becomes a task only when its tool allows it (`tool(task="optional" | "required")`) and the request declares
+the extension in its client capabilities; the row is committed before `CreateTaskResult` is returned, so `tasks/get`
+resolves the id from then on, on every instance. Questions a tool lists in `ask_first` are asked as ordinary MRTR
+rounds on `tools/call` before the task exists, and their answers go into the task's flow. A task is bound to the
+principal that created it: another principal's id reads as unknown (-32602), like an expired one.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver.server import require_client_extension
+from mcp_types import CallToolRequestParams, ElicitResult, RequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field, ValidationError
+
+from askback.core.caller import missing_scopes
+from askback.core.questions import AnswerRejected, Question
+from askback.core.state import FlowState, RecordedAnswer
+from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
+from askback.server.auth import caller_of
+from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
+from askback.server.tasks._runner import TaskRunner
+from askback.server.tasks.status import TERMINAL, TaskStatus
+from askback.store import Store
+
+if TYPE_CHECKING:
+    from askback.server.app import Askback
+
+__all__ = ["TASKS_EXTENSION", "TasksExtension", "iso_time", "task_view"]
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+_PRUNE_EVERY = 60.0
+
+
+class TaskIdParams(RequestParams):
+    task_id: str = Field(alias="taskId")
+
+
+class TaskUpdateParams(TaskIdParams):
+    input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+def iso_time(at: float) -> str:
+    """`at` (epoch seconds) as the ISO-8601 UTC time the wire carries, to the millisecond."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_view(record: TaskRecord) -> dict[str, Any]:
+    """The task's fields on the wire (`CreateTaskResult` without its `resultType`)."""
+    view: dict[str, Any] = {
+        "taskId": record.task_id,
+        "status": str(record.status),
+        "createdAt": iso_time(record.created_at),
+        "lastUpdatedAt": iso_time(record.updated_at),
+        "ttlMs": record.ttl_ms,
+        "pollIntervalMs": record.poll_ms,
+    }
+    if record.status_message is not None:
+        view["statusMessage"] = record.status_message
+    return view
+
+
+def _detailed(record: TaskRecord) -> dict[str, Any]:
+    view = {"resultType": "complete", **task_view(record)}
+    if record.status == TaskStatus.INPUT_REQUIRED:
+        view["inputRequests"] = {wire: dict(entry["request"]) for wire, entry in record.outstanding.items()}
+    if record.status == TaskStatus.COMPLETED and record.result is not None:
+        view["result"] = dict(record.result)
+    if record.status == TaskStatus.FAILED and record.error is not None:
+        view["error"] = dict(record.error)
+    return view
+
+
+def _unknown(task_id: str) -> Exception:
+    return InvalidParamsError(
+        f"Invalid params: there is no task {task_id[:6]}... for this caller (unknown, expired, or another user's). "
+        "Call the tool again to start a new task."
+    ).to_mcp_error()
+
+
+def _principal() -> str | None:
+    caller = caller_of(get_access_token())
+    return caller.principal if caller is not None else None
+
+
+def _declares(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this request declares the extension, on the 2026-07-28 wire (a task is not a 2025-11-25 result)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    return bool(capabilities is not None and capabilities.extensions and TASKS_EXTENSION in capabilities.extensions)
+
+
+def _asked_first(
+    questions: Sequence[Question[Any]], responses: Mapping[str, Any] | None
+) -> tuple[dict[str, RecordedAnswer], dict[str, Any]]:
+    """The answers given to the questions asked before the task (by key, as the flow records them), and the input
+    requests of those still unanswered (or answered wrongly)."""
+    answers: dict[str, RecordedAnswer] = {}
+    missing: dict[str, Any] = {}
+    for question in questions:
+        params, q = question.shown()
+        raw = (responses or {}).get(question.key)
+        try:
+            response = raw if isinstance(raw, ElicitResult) else ElicitResult.model_validate(raw)
+            content = response.content if response.action == "accept" else None
+            if response.action == "accept":
+                question.read(content)
+            answers[question.key] = RecordedAnswer(response.action, content, q)
+        except (ValidationError, AnswerRejected):
+            missing[question.key] = {"method": "elicitation/create", "params": params}
+    return answers, missing
+
+
+def _on_the_wire(
+    fn: Callable[[ServerRequestContext[Any, Any], Any], Awaitable[HandlerResult]],
+) -> Callable[[ServerRequestContext[Any, Any], Any], Awaitable[HandlerResult]]:
+    """`fn` with askback's errors (a store that cannot be reached) turned into the JSON-RPC errors they are."""
+
+    async def handler(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        try:
+            return await fn(ctx, params)
+        except AskbackError as exc:
+            raise exc.to_mcp_error() from exc
+
+    return handler
+
+
+class TasksExtension(Extension):
+    """The tasks extension of one `Askback` app, advertised as exactly `{}`."""
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self, app: Askback) -> None:
+        self.app = app
+        self.runner = TaskRunner(app)
+        self._pruned_at = float("-inf")
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return (
+            MethodBinding("tasks/get", TaskIdParams, _on_the_wire(self._get)),
+            MethodBinding("tasks/update", TaskUpdateParams, _on_the_wire(self._update)),
+            MethodBinding("tasks/cancel", TaskIdParams, _on_the_wire(self._cancel)),
+        )
+
+    async def intercept_tool_call(
+        self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        try:
+            return await self._call(params, ctx, call_next)
+        except AskbackError as exc:
+            raise exc.to_mcp_error() from exc
+
+    async def _call(
+        self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        app = self.app
+        declared = app.task_tools.get(params.name)
+        if declared is None:
+            return await call_next(ctx)
+        support, asks_first = declared
+        if not _declares(ctx):
+            if support == "required":
+                require_client_extension(ctx, TASKS_EXTENSION)
+            return await call_next(ctx)
+        caller = caller_of(get_access_token())
+        needed = app.tool_scopes.get(params.name, ())
+        if missing_scopes(caller.scopes if caller is not None else frozenset(), needed):
+            raise InsufficientScopeError(
+                f"the tool {params.name!r} needs the scope(s) {' '.join(needed)}, which this caller's token does not "
+                "grant",
+                scopes=needed,
+            )
+        arguments = dict(params.arguments or {})
+        try:
+            app.catalogue[params.name].arguments(arguments)
+        except ValidationError:
+            return await call_next(ctx)
+        answers, missing = _asked_first(asks_first, params.input_responses)
+        if missing:
+            return {"resultType": "input_required", "inputRequests": missing}
+        store = await app.store()
+        now = app.clock.now()
+        await self._prune(store, now)
+        settings = app.settings
+        capabilities = ctx.session.client_capabilities
+        record = TaskRecord(
+            task_id=secrets.token_urlsafe(24),
+            principal=caller.principal if caller is not None else None,
+            scopes=tuple(sorted(caller.scopes)) if caller is not None else (),
+            tool=params.name,
+            arguments=arguments,
+            capabilities=capabilities.model_dump(by_alias=True, exclude_none=True, mode="json") if capabilities else {},
+            status=TaskStatus.WORKING,
+            status_message=None,
+            created_at=now,
+            updated_at=now,
+            expires_at=now + settings.task_ttl,
+            ttl_ms=int(settings.task_ttl * 1000),
+            poll_ms=settings.task_poll_interval,
+            flow=FlowState(flow_id=app.new_id(), started=now, answers=answers),
+            outstanding={},
+            responses={},
+            lease_owner=self.runner.owner,
+            lease_until=now + settings.task_lease,
+        )
+        await insert_task(store, record)
+        self.runner.start(record.task_id)
+        return {"resultType": "task", **task_view(record)}
+
+    async def _prune(self, store: Store, now: float) -> None:
+        """Delete expired tasks, at most once a minute per process (an expired task reads as unknown anyway)."""
+        if now - self._pruned_at >= _PRUNE_EVERY:
+            self._pruned_at = now
+            await prune(store, now=now)
+
+    async def _mine(self, task_id: str) -> TaskRecord:
+        store = await self.app.store()
+        record = await read_task(store, task_id, now=self.app.clock.now())
+        if record is None or record.principal != _principal():
+            raise _unknown(task_id)
+        return record
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
+        store = await self.app.store()
+        now = self.app.clock.now()
+        await self._prune(store, now)
+        record = await self._mine(params.task_id)
+        stalled = record.lease_until is None or record.lease_until < now
+        if record.status == TaskStatus.WORKING and stalled and not self.runner.running(record.task_id):
+            record = await self._take_over(record, now)
+        return _detailed(record)
+
+    async def _take_over(self, record: TaskRecord, now: float) -> TaskRecord:
+        """Take the lease of a working task whose instance stopped renewing it, and rerun its handler here."""
+        store = await self.app.store()
+        owner, lease = self.runner.owner, self.app.settings.task_lease
+
+        def take(r: TaskRecord) -> TaskRecord | None:
+            if r.status != TaskStatus.WORKING or (r.lease_until is not None and r.lease_until >= now):
+                return None
+            return r.moved(lease_owner=owner, lease_until=now + lease)
+
+        before, after = await change(store, record.task_id, take, now=now)
+        if after is not None:
+            self.runner.start(record.task_id)
+            return after
+        return before or record
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: TaskUpdateParams) -> HandlerResult:
+        record = await self._mine(params.task_id)
+        if record.status != TaskStatus.INPUT_REQUIRED or not params.input_responses:
+            return {}
+        store = await self.app.store()
+        now = self.app.clock.now()
+        owner, lease = self.runner.owner, self.app.settings.task_lease
+        given = params.input_responses
+
+        def answer(r: TaskRecord) -> TaskRecord | None:
+            if r.status != TaskStatus.INPUT_REQUIRED:
+                return None
+            taken = {wire: entry for wire, entry in r.outstanding.items() if wire in given}
+            if not taken:
+                return None
+            responses = {**r.responses, **{entry["key"]: given[wire] for wire, entry in taken.items()}}
+            left = {wire: entry for wire, entry in r.outstanding.items() if wire not in taken}
+            if left:
+                return r.moved(outstanding=left, responses=responses, updated_at=now)
+            return r.moved(
+                status=TaskStatus.WORKING,
+                status_message=None,
+                outstanding={},
+                responses=responses,
+                updated_at=now,
+                lease_owner=owner,
+                lease_until=now + lease,
+            )
+
+        _, after = await change(store, record.task_id, answer, now=now)
+        if after is not None and after.status == TaskStatus.WORKING:
+            self.runner.start(record.task_id)
+        return {}
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
+        record = await self._mine(params.task_id)
+        if record.status in TERMINAL:
+            return {}
+        store = await self.app.store()
+        now = self.app.clock.now()
+
+        def cancel(r: TaskRecord) -> TaskRecord | None:
+            if r.status in TERMINAL:
+                return None
+            return r.moved(
+                status=TaskStatus.CANCELLED,
+                status_message="Cancelled.",
+                outstanding={},
+                responses={},
+                updated_at=now,
+                lease_owner=None,
+                lease_until=None,
+            )
+
+        await change(store, record.task_id, cancel, now=now)
+        self.runner.stop(record.task_id)
+        return {}

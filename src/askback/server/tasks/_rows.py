@@ -1,0 +1,167 @@
+"""A task's row in the shared store (`askback_tasks`), read into one frozen `TaskRecord` and changed only through
+`change`: one transaction that reads the row (locked on PostgreSQL, under SQLite's write lock), asks a pure function
+what it becomes, and writes that. Every instance sees the same tasks; what must happen once is decided here."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, delete, insert, select, update
+
+from askback.core.state import FlowState
+from askback.errors import StoreUnavailableError
+from askback.server.tasks.status import TaskStatus, can_move
+from askback.store import Store
+from askback.store._models import TaskRow
+
+__all__ = ["TaskRecord", "change", "insert_task", "prune", "read_task"]
+
+_TASKS = cast(Table, TaskRow.__table__)
+_t = _TASKS.c
+
+_INSERT = insert(_TASKS)
+_READ = select(_TASKS).where(_t.task_id == bindparam("b_task_id"))
+_READ_LOCKED = _READ.with_for_update()
+_PRUNE = delete(_TASKS).where(_t.expires_at < bindparam("b_now"))
+_MUTABLE = ("status", "status_message", "updated_at", "flow", "outstanding", "responses", "result", "error")
+_WRITE = (
+    update(_TASKS)
+    .where(_t.task_id == bindparam("b_task_id"))
+    .values({name: bindparam(f"b_{name}") for name in (*_MUTABLE, "lease_owner", "lease_until")})
+)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task as stored. `outstanding`: the questions it waits on, by wire key (`{"key": the flow's question key,
+    "request": the input request}`); `responses`: the answers received for them so far, by the flow's key."""
+
+    task_id: str
+    principal: str | None
+    scopes: tuple[str, ...]
+    tool: str
+    arguments: Mapping[str, Any]
+    capabilities: Mapping[str, Any]
+    status: TaskStatus
+    status_message: str | None
+    created_at: float
+    updated_at: float
+    expires_at: float
+    ttl_ms: int
+    poll_ms: int
+    flow: FlowState
+    outstanding: Mapping[str, Mapping[str, Any]]
+    responses: Mapping[str, Any]
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+    lease_owner: str | None = None
+    lease_until: float | None = None
+
+    def moved(self, **changes: Any) -> TaskRecord:
+        """This task with `changes`; a status it may not move to is a programming error."""
+        status = changes.get("status", self.status)
+        if not can_move(self.status, status):
+            raise ValueError(f"a task may not go from {self.status} to {status}")
+        return dataclasses.replace(self, **changes)
+
+
+def _row(record: TaskRecord) -> dict[str, Any]:
+    return {
+        "task_id": record.task_id,
+        "principal": record.principal,
+        "scopes": " ".join(record.scopes) or None,
+        "tool": record.tool,
+        "arguments": _dump(record.arguments),
+        "capabilities": _dump(record.capabilities),
+        "status": str(record.status),
+        "status_message": record.status_message,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "expires_at": record.expires_at,
+        "ttl_ms": record.ttl_ms,
+        "poll_ms": record.poll_ms,
+        "flow": record.flow.encode(),
+        "outstanding": _dump(record.outstanding),
+        "responses": _dump(record.responses),
+        "result": None if record.result is None else _dump(record.result),
+        "error": None if record.error is None else _dump(record.error),
+        "lease_owner": record.lease_owner,
+        "lease_until": record.lease_until,
+    }
+
+
+def _record(row: Any) -> TaskRecord:
+    flow = FlowState.decode(row.flow)
+    if flow is None:
+        raise StoreUnavailableError(f"the task {row.task_id[:6]}... has a flow state this askback cannot read")
+    return TaskRecord(
+        task_id=row.task_id,
+        principal=row.principal,
+        scopes=tuple((row.scopes or "").split()),
+        tool=row.tool,
+        arguments=json.loads(row.arguments),
+        capabilities=json.loads(row.capabilities),
+        status=TaskStatus(row.status),
+        status_message=row.status_message,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        expires_at=row.expires_at,
+        ttl_ms=row.ttl_ms,
+        poll_ms=row.poll_ms,
+        flow=flow,
+        outstanding=json.loads(row.outstanding),
+        responses=json.loads(row.responses),
+        result=None if row.result is None else json.loads(row.result),
+        error=None if row.error is None else json.loads(row.error),
+        lease_owner=row.lease_owner,
+        lease_until=row.lease_until,
+    )
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+async def insert_task(store: Store, record: TaskRecord) -> None:
+    """Write a new task; committed when this returns."""
+    row = _row(record)
+    await store.transaction(lambda conn: conn.execute(_INSERT, row), doing="create a task")
+
+
+async def read_task(store: Store, task_id: str, *, now: float) -> TaskRecord | None:
+    """The task, or `None` when there is none of that id or it has expired."""
+    row = await store.read(lambda conn: conn.execute(_READ, {"b_task_id": task_id}).first(), doing="read a task")
+    if row is None or row.expires_at < now:
+        return None
+    return _record(row)
+
+
+async def prune(store: Store, *, now: float) -> None:
+    """Delete the tasks whose time to live has passed."""
+    await store.transaction(lambda conn: conn.execute(_PRUNE, {"b_now": now}), doing="prune expired tasks")
+
+
+async def change(
+    store: Store, task_id: str, decide: Callable[[TaskRecord], TaskRecord | None], *, now: float
+) -> tuple[TaskRecord | None, TaskRecord | None]:
+    """In one transaction: read the task, let `decide` say what it becomes (`None`: nothing changes) and write that.
+    Returns (the task as it was read, the task as written or `None`); an expired task reads as `None`."""
+
+    def run(conn: Any) -> tuple[TaskRecord | None, TaskRecord | None]:
+        row = conn.execute(_READ_LOCKED, {"b_task_id": task_id}).first()
+        if row is None or row.expires_at < now:
+            return None, None
+        before = _record(row)
+        after = decide(before)
+        if after is None or after == before:
+            return before, None
+        values = _row(after)
+        params = {"b_task_id": task_id} | {f"b_{k}": values[k] for k in (*_MUTABLE, "lease_owner", "lease_until")}
+        conn.execute(_WRITE, params)
+        return before, after
+
+    return await store.transaction(run, doing="change a task", immediate=True)

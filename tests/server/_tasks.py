@@ -1,0 +1,73 @@
+"""Raw 2026-07-28 JSON-RPC over HTTP for the tasks tests: `tools/call` with or without the tasks extension declared,
+the `tasks/*` methods with their `Mcp-Name`, and a bounded wait for a task's status."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import httpx
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+async def rpc(
+    http: httpx.AsyncClient,
+    url: str,
+    method: str,
+    params: dict[str, Any],
+    *,
+    token: str = "demo-alice",
+    tasks: bool = True,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """One request; the JSON-RPC message that answers it. `name`: the `Mcp-Name` header (by default the tool's name
+    or the task id)."""
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+    if tasks:
+        capabilities["extensions"] = {TASKS: {}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    header = name if name is not None else params.get("name", params.get("taskId"))
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Method": method,
+    }
+    if header is not None:
+        headers["Mcp-Name"] = str(header)
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    reply = await http.post(url, json=body, headers=headers)
+    message: dict[str, Any] = reply.json()
+    return message
+
+
+async def call(http: httpx.AsyncClient, url: str, tool: str, arguments: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return await rpc(http, url, "tools/call", {"name": tool, "arguments": arguments}, **kw)
+
+
+async def get(http: httpx.AsyncClient, url: str, task_id: str, **kw: Any) -> dict[str, Any]:
+    return await rpc(http, url, "tasks/get", {"taskId": task_id}, **kw)
+
+
+async def until_status(
+    http: httpx.AsyncClient, url: str, task_id: str, *statuses: str, token: str = "demo-alice", within: float = 20
+) -> dict[str, Any]:
+    """`tasks/get` until the task is in one of `statuses`; every answer on the way must be the task."""
+    deadline = time.monotonic() + within
+    while True:
+        reply = await get(http, url, task_id, token=token)
+        assert "result" in reply, reply
+        if reply["result"]["status"] in statuses:
+            return reply["result"]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"task not {statuses} within {within} s: {reply}")
+        await anyio.sleep(0.02)
+
+
+def accept(**content: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": content}

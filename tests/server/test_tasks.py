@@ -1,0 +1,231 @@
+"""The tasks extension over real HTTP on loopback: a task tool's call becomes a durable task, its questions are
+answered through `tasks/update`, and the task ends completed, failed or cancelled as SEP-2663 says."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from tests._http import audit
+from tests.fixtures.tasks_server import build
+from tests.infra import serving_asgi
+from tests.server._tasks import accept, call, get, rpc, until_status
+
+from askback import load_settings
+from askback.clock import FrozenClock
+from askback.server.http import build_app
+from askback.store import Store
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def serving_tasks(database_url: str, clock: FrozenClock | None = None) -> AsyncIterator[str]:
+    """The tasks test server on `database_url`, under uvicorn on loopback; yields its /mcp URL."""
+    settings = load_settings(
+        database_url=database_url, state_keys=secrets.token_urlsafe(32), demo_auth=True, task_poll_interval=250
+    )
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        async with serving_asgi(build_app(build(settings, clock)), listener) as base:
+            yield f"{base}/mcp"
+
+
+@pytest.fixture
+async def url(db_url: str) -> AsyncIterator[str]:
+    async with serving_tasks(db_url) as found:
+        yield found
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=20) as client:
+        yield client
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def test_the_server_advertises_the_extension_as_an_empty_object(http: httpx.AsyncClient, url: str) -> None:
+    reply = await rpc(http, url, "server/discover", {})
+    assert reply["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"] == {}
+
+
+async def test_a_task_waits_for_its_answer_then_completes_with_the_result_inlined(
+    http: httpx.AsyncClient, url: str, tmp_path: Path, db_url: str
+) -> None:
+    log = tmp_path / "effects"
+    created = (await call(http, url, "confirm_delete", {"filename": "a.txt", "log": str(log)}))["result"]
+    assert created["resultType"] == "task" and created["status"] == "working"
+    assert {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"} <= created.keys()
+    assert not {"result", "error", "inputRequests", "requestState", "task"} & created.keys()
+    assert created["createdAt"].endswith("Z") and created["pollIntervalMs"] == 250
+    task_id = created["taskId"]
+
+    waiting = await until_status(http, url, task_id, "input_required")
+    (key,) = waiting["inputRequests"]
+    assert key != "ok" and waiting["inputRequests"][key]["method"] == "elicitation/create"
+    again = (await get(http, url, task_id))["result"]
+    assert again["lastUpdatedAt"] == waiting["lastUpdatedAt"]  # a read changes nothing
+    assert lines(log) == []
+
+    ack = await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok=True)}})
+    assert ack["result"]["resultType"] == "complete"
+    assert not {"taskId", "status", "result", "error", "inputRequests"} & ack["result"].keys()
+    done = await until_status(http, url, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "Deleted a.txt."
+    assert lines(log) == ["delete a.txt"]
+    trail = [(e.event, e.outcome, e.principal) for e in await audit(db_url, tool="confirm_delete")]
+    assert trail == [("asked", None, "alice"), ("answered", None, "alice"), ("completed", "completed", "alice")]
+
+
+async def test_a_partial_answer_keeps_the_task_waiting_for_the_rest(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    task_id = (await call(http, url, "multi_input", {"log": str(tmp_path / "e")}))["result"]["taskId"]
+    waiting = await until_status(http, url, task_id, "input_required")
+    one, two = sorted(waiting["inputRequests"])
+    await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {one: accept(ok=True)}})
+    partial = (await get(http, url, task_id))["result"]
+    assert partial["status"] == "input_required" and list(partial["inputRequests"]) == [two]
+    empty = await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {}})
+    assert empty["result"] == {"resultType": "complete", **{k: v for k, v in empty["result"].items() if k == "_meta"}}
+    await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {two: accept(ok=False), "x": {}}})
+    done = await until_status(http, url, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "first=True second=False"
+
+
+async def test_an_invalid_answer_is_asked_again_under_a_new_key(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    task_id = (await call(http, url, "deploy", {"log": str(tmp_path / "e")}))["result"]["taskId"]
+    first = await until_status(http, url, task_id, "input_required")
+    (key,) = first["inputRequests"]
+    await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok="maybe")}})
+    second = await until_status(http, url, task_id, "input_required")
+    while list(second["inputRequests"]) == [key]:
+        second = await until_status(http, url, task_id, "input_required")
+    (again,) = second["inputRequests"]
+    assert again != key and "not accepted" in second["inputRequests"][again]["params"]["message"]
+
+
+async def test_cancelling_a_waiting_task_ends_it_and_a_later_answer_does_not_revive_it(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "effects"
+    task_id = (await call(http, url, "confirm_delete", {"filename": "b", "log": str(log)}))["result"]["taskId"]
+    key = next(iter((await until_status(http, url, task_id, "input_required"))["inputRequests"]))
+    ack = await rpc(http, url, "tasks/cancel", {"taskId": task_id})
+    assert ack["result"]["resultType"] == "complete" and "status" not in ack["result"]
+    cancelled = (await get(http, url, task_id))["result"]
+    assert cancelled["status"] == "cancelled" and "inputRequests" not in cancelled
+    late = await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok=True)}})
+    assert late["result"]["resultType"] == "complete"
+    assert (await rpc(http, url, "tasks/cancel", {"taskId": task_id}))["result"]["resultType"] == "complete"
+    after = (await get(http, url, task_id))["result"]
+    assert after["status"] == "cancelled" and after["lastUpdatedAt"] == cancelled["lastUpdatedAt"]
+    assert lines(log) == []
+
+
+async def test_cancelling_a_running_task_stops_it_and_it_stays_cancelled(http: httpx.AsyncClient, url: str) -> None:
+    task_id = (await call(http, url, "endless", {}))["result"]["taskId"]
+    assert (await get(http, url, task_id))["result"]["status"] == "working"
+    await rpc(http, url, "tasks/cancel", {"taskId": task_id})
+    assert (await get(http, url, task_id))["result"]["status"] == "cancelled"
+
+
+async def test_a_tool_error_completes_and_a_json_rpc_error_fails(http: httpx.AsyncClient, url: str) -> None:
+    tool_error = (await call(http, url, "failing_job", {}))["result"]["taskId"]
+    protocol_error = (await call(http, url, "protocol_error_job", {}))["result"]["taskId"]
+    completed = await until_status(http, url, tool_error, "completed", "failed")
+    failed = await until_status(http, url, protocol_error, "completed", "failed")
+    assert completed["status"] == "completed" and completed["result"]["isError"] is True
+    assert failed["status"] == "failed" and "result" not in failed
+    assert failed["error"]["code"] == -32603 and failed["error"]["message"] == "the job broke"
+
+
+async def test_another_principal_and_unknown_ids_get_invalid_params(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    task_id = (await call(http, url, "deploy", {"log": str(tmp_path / "e")}))["result"]["taskId"]
+    key = next(iter((await until_status(http, url, task_id, "input_required"))["inputRequests"]))
+    answers = {"taskId": task_id, "inputResponses": {key: accept(ok=True)}}
+    for method, params in [
+        ("tasks/get", {"taskId": task_id}),
+        ("tasks/update", answers),
+        ("tasks/cancel", {"taskId": task_id}),
+    ]:
+        assert (await rpc(http, url, method, params, token="demo-bob"))["error"]["code"] == -32602
+        unknown = {**params, "taskId": "no-such-task"}
+        assert (await rpc(http, url, method, unknown))["error"]["code"] == -32602
+    assert (await get(http, url, task_id))["result"]["status"] == "input_required"
+
+
+async def test_without_the_extension_a_required_task_is_refused_and_an_optional_one_runs_as_mrtr(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    refused = await call(http, url, "required_job", {}, tasks=False)
+    assert refused["error"]["code"] == -32021
+    assert "io.modelcontextprotocol/tasks" in str(refused["error"])
+    plain = await call(http, url, "confirm_delete", {"filename": "c", "log": str(tmp_path / "e")}, tasks=False)
+    assert plain["result"]["resultType"] == "input_required" and "taskId" not in plain["result"]
+    assert list(plain["result"]["inputRequests"]) == ["ok"]
+    assert (await call(http, url, "greet", {"name": "W"}))["result"]["content"][0]["text"] == "Hello, W!"
+
+
+async def test_tasks_result_and_tasks_list_are_not_methods(http: httpx.AsyncClient, url: str) -> None:
+    assert (await rpc(http, url, "tasks/result", {"taskId": "x"}))["error"]["code"] == -32601
+    assert (await rpc(http, url, "tasks/list", {}))["error"]["code"] == -32601
+
+
+async def test_an_mcp_name_that_is_not_the_task_id_is_a_header_mismatch(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    task_id = (await call(http, url, "deploy", {"log": str(tmp_path / "e")}))["result"]["taskId"]
+    wrong = await get(http, url, task_id, name="another-task")
+    assert wrong["error"]["code"] == -32020
+    assert (await get(http, url, task_id))["result"]["taskId"] == task_id
+
+
+async def test_questions_asked_before_the_task_reach_its_result(http: httpx.AsyncClient, url: str) -> None:
+    first = (await call(http, url, "named", {}))["result"]
+    assert first["resultType"] == "input_required" and "taskId" not in first
+    (key,) = first["inputRequests"]
+    params = {"name": "named", "arguments": {}, "inputResponses": {key: accept(name="Alice")}}
+    created = (await rpc(http, url, "tools/call", params))["result"]
+    assert created["resultType"] == "task" and "requestState" not in created
+    done = await until_status(http, url, created["taskId"], "completed")
+    assert done["result"]["content"][0]["text"] == "Hello, Alice!"
+
+
+async def test_a_task_lives_in_postgresql_as_in_sqlite(
+    http: httpx.AsyncClient, fresh_pg_url: str, tmp_path: Path
+) -> None:
+    await (await Store.open(fresh_pg_url, migrate=True)).close()
+    async with serving_tasks(fresh_pg_url) as url:
+        task_id = (await call(http, url, "multi_input", {"log": str(tmp_path / "e")}))["result"]["taskId"]
+        one, two = sorted((await until_status(http, url, task_id, "input_required"))["inputRequests"])
+        await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {one: accept(ok=True)}})
+        assert list((await get(http, url, task_id))["result"]["inputRequests"]) == [two]
+        await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {two: accept(ok=True)}})
+        done = await until_status(http, url, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "first=True second=True"
+
+
+async def test_a_task_past_its_time_to_live_is_unknown(
+    http: httpx.AsyncClient, db_url: str, clock: FrozenClock
+) -> None:
+    async with serving_tasks(db_url, clock) as url:
+        created = (await call(http, url, "failing_job", {}))["result"]
+        assert created["ttlMs"] == 3_600_000
+        await until_status(http, url, created["taskId"], "completed")
+        clock.advance(3601)
+        gone = await get(http, url, created["taskId"])
+    assert gone["error"]["code"] == -32602
