@@ -19,6 +19,7 @@ BENCH = ROOT / "benchmarks" / "bench_flow.py"
 SCALEOUT = ROOT / "benchmarks" / "bench_scaleout.py"
 RUNTIME = ROOT / "benchmarks" / "bench_runtime.py"
 PENDING = ROOT / "benchmarks" / "bench_pending.py"
+TASKS = ROOT / "benchmarks" / "bench_tasks.py"
 SCALEOUT_CONFIGS = (
     "(a) askback-sqlite-1",
     "(b) askback-pg-1",
@@ -83,3 +84,13 @@ def test_pending_benchmark_runs_quick_and_reports_growth_per_pending_question() 
     assert sum(bool(re.match(r"legacy +[\d,]+ waiting ", line)) for line in lines) == 2, output
     assert any(line.startswith("mrtr: from ") and "per further pending question" in line for line in lines), output
     assert any(line.startswith("legacy: from ") and "per further pending" in line for line in lines), output
+
+
+def test_tasks_benchmark_runs_quick_and_reports_a_round_against_mrtr_growth_and_pruning() -> None:
+    lines, output = quick(TASKS)
+    for side in ("mrtr round ", "task round "):
+        assert any(line.startswith(side) and "p50" in line and "p90" in line for line in lines), output
+    assert any(line.startswith("ratio task/mrtr ") for line in lines), output
+    assert any(line.startswith("a waiting task's row holds ") for line in lines), output
+    assert any(line.startswith("waiting: ") and "traced memory per waiting task" in line for line in lines), output
+    assert any(line.startswith("after one tasks/get (answered -32602): 0 rows left") for line in lines), output

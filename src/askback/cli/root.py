@@ -12,7 +12,7 @@ import os
 
 import typer
 
-from askback.cli import accounts, audit, check, db, demo, inbox, keys, lint, serve, vault, webhooks
+from askback.cli import accounts, audit, check, db, demo, inbox, keys, lint, serve, tasks, vault, webhooks
 
 __all__ = ["app", "main"]
 
@@ -44,6 +44,7 @@ vault.register(app)
 accounts.register(app)
 inbox.register(app)
 webhooks.register(app)
+tasks.register(app)
 
 
 def main() -> None:

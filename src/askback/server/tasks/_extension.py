@@ -29,7 +29,7 @@ from askback.core.questions import AnswerRejected, Question
 from askback.core.state import FlowState, RecordedAnswer
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
 from askback.server.auth import caller_of
-from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
+from askback.server.tasks._rows import TaskRecord, cancelled, change, insert_task, prune, read_task
 from askback.server.tasks._runner import TaskRunner
 from askback.server.tasks.status import TERMINAL, TaskStatus
 from askback.store import Store
@@ -299,19 +299,6 @@ class TasksExtension(Extension):
         store = await self.app.store()
         now = self.app.clock.now()
 
-        def cancel(r: TaskRecord) -> TaskRecord | None:
-            if r.status in TERMINAL:
-                return None
-            return r.moved(
-                status=TaskStatus.CANCELLED,
-                status_message="Cancelled.",
-                outstanding={},
-                responses={},
-                updated_at=now,
-                lease_owner=None,
-                lease_until=None,
-            )
-
-        await change(store, record.task_id, cancel, now=now)
+        await change(store, record.task_id, lambda r: cancelled(r, now), now=now)
         self.runner.stop(record.task_id)
         return {}

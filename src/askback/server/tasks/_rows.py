@@ -14,11 +14,11 @@ from sqlalchemy import Table, bindparam, delete, insert, select, update
 
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
-from askback.server.tasks.status import TaskStatus, can_move
+from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
 from askback.store import Store
 from askback.store._models import TaskRow
 
-__all__ = ["TaskRecord", "change", "insert_task", "prune", "read_task"]
+__all__ = ["TaskRecord", "cancelled", "change", "insert_task", "prune", "read_task"]
 
 _TASKS = cast(Table, TaskRow.__table__)
 _t = _TASKS.c
@@ -67,6 +67,22 @@ class TaskRecord:
         if not can_move(self.status, status):
             raise ValueError(f"a task may not go from {self.status} to {status}")
         return dataclasses.replace(self, **changes)
+
+
+def cancelled(record: TaskRecord, now: float) -> TaskRecord | None:
+    """What a cancel (`tasks/cancel`, `askback tasks cancel`) makes of the task: `cancelled`, with nothing outstanding
+    and no lease; a task that has ended stays as it is (`None`)."""
+    if record.status in TERMINAL:
+        return None
+    return record.moved(
+        status=TaskStatus.CANCELLED,
+        status_message="Cancelled.",
+        outstanding={},
+        responses={},
+        updated_at=now,
+        lease_owner=None,
+        lease_until=None,
+    )
 
 
 def _row(record: TaskRecord) -> dict[str, Any]:
