@@ -30,7 +30,7 @@ async def test_the_accounts_migration_creates_exactly_the_tables_its_models_desc
         assert await store.revisions() == {
             "server": Store.head_revision(),
             "accounts": "a002",
-            "runtime": "r003",
+            "runtime": "r004",
             "webhooks": "w001",
         }
     finally:

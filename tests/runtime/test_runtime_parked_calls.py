@@ -40,7 +40,7 @@ async def test_the_runtime_migration_creates_exactly_the_tables_its_models_descr
 
         async with store.engine.connect() as conn:
             found = await conn.run_sync(differences)
-        assert await store.revisions() == {"runtime": "r003"}
+        assert await store.revisions() == {"runtime": "r004"}
     finally:
         await store.close()
     assert [d for d in found if not (d[0] == "remove_table" and d[1].name == MIGRATIONS.version_table)] == []

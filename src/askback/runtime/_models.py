@@ -2,7 +2,8 @@
 
 A parked call is one row (`askback_runtime_calls`): what was called on which server, the round the server is
 waiting on (its `InputRequiredResult` as JSON, `requestState` included, exactly as the server sealed it), who must
-answer, until when, and the claim of the process resuming it. Every answer is a row keyed by (call, round, input
+answer, until when, and the claim of the process resuming it; a call the server made a task also keeps the task's
+id and poll interval. Every answer is a row keyed by (call, round, input
 key), never by position, so answers reach the call and the round they belong to and no other. Every round the
 call went through is kept in `askback_runtime_rounds`. Every signed webhook the runtime's receiver took in is a row
 of `askback_runtime_webhooks`, keyed by its `webhook-id`, so that a redelivery is acted on once. A change here needs
@@ -56,6 +57,9 @@ class CallRow(Base):
     claimed_until: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    # A call the server made a task (the tasks extension): its id and the poll interval it asked for, in seconds.
+    task_id: Mapped[str | None] = mapped_column(String(255))
+    poll_interval: Mapped[float | None] = mapped_column(Float)
 
 
 class AnswerRow(Base):

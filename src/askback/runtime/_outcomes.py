@@ -46,6 +46,14 @@ class Completed:
     def is_error(self) -> bool:
         return bool(self.result.get("isError"))
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether the call was a task that ended cancelled (at its deadline, or by the server): `result` is then a
+        tool error saying so, marked under the tasks extension's `_meta`."""
+        meta = self.result.get("_meta")
+        task = meta.get("io.modelcontextprotocol/tasks") if isinstance(meta, Mapping) else None
+        return isinstance(task, Mapping) and task.get("status") == "cancelled"
+
 
 @dataclass(frozen=True)
 class Parked:

@@ -10,7 +10,8 @@ changes it, and `pyproject.toml` pins `mcp` to 2.3.*):
 
 - `Client._build_session`, overridden to narrow the capabilities the session declares: the SDK declares
   elicitation `{form, url}` whenever an elicitation callback is set, whatever the client can show, and ignores a
-  per-request `_meta` override. The runtime declares exactly the modes its renderers can show.
+  per-request `_meta` override. The runtime declares exactly the modes its renderers can show, and on a 2026-07-28
+  session the tasks extension (`askback.runtime._tasks` drives the tasks a server makes).
 - `ClientSession._build_capabilities`, replaced on the session instance for that.
 - `ClientSession._dispatcher.send_raw_request`, wrapped on the session's dispatcher: a round's result that carries
   no `resultType` is complete (2026-07-28: the default result type), but the SDK validates every raw result
@@ -56,11 +57,12 @@ from pydantic import TypeAdapter, ValidationError
 from askback.errors import AskbackError
 from askback.runtime.questions import Mode, unreadable_round
 
-__all__ = ["Connection", "Method", "PushHandler", "UnreadableResult", "connect", "validation_reason"]
+__all__ = ["TASKS_EXTENSION", "Connection", "Method", "PushHandler", "UnreadableResult", "connect", "validation_reason"]
 
 log = logging.getLogger("askback.runtime")
 
 Method = Literal["tools/call", "prompts/get", "resources/read"]
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 # A 2025-11-25 server's pushed `elicitation/create`: (mode, params) -> ElicitResult as JSON.
 PushHandler = Callable[[Mode, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -148,7 +150,10 @@ def _narrow(session: ClientSession, modes: frozenset[Mode]) -> None:
     built = session._build_capabilities  # pyright: ignore[reportPrivateUsage]
 
     def narrowed(version: str) -> mcp_types.ClientCapabilities:
-        return built(version).model_copy(update={"elicitation": declared_elicitation(modes)})
+        declared = built(version).model_copy(update={"elicitation": declared_elicitation(modes)})
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            return declared
+        return declared.model_copy(update={"extensions": {**(declared.extensions or {}), TASKS_EXTENSION: {}}})
 
     session._build_capabilities = narrowed  # type: ignore[method-assign]  # pyright: ignore[reportPrivateUsage]
 
@@ -181,6 +186,12 @@ class _NarrowClient(Client):
         _narrow(session, self._askback_modes)
         _complete_by_default(session)
         return session
+
+
+class _TaskRequest(mcp_types.Request[dict[str, Any], str]):
+    """A `tasks/*` request: its `taskId` goes in the `Mcp-Name` header, as SEP-2663 requires over HTTP."""
+
+    name_param = "taskId"
 
 
 @dataclass
@@ -287,6 +298,19 @@ class Connection:
         result = dict(raw)
         result.setdefault("resultType", "complete")
         return result
+
+    async def send_task(
+        self, method: str, task_id: str, params: Mapping[str, Any] | None = None, *, read_timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send `tasks/get`, `tasks/update` or `tasks/cancel` for task `task_id`: the result as JSON. A JSON-RPC
+        error is `MCPError`."""
+        request = _TaskRequest(method=method, params={"taskId": task_id, **(params or {})})
+        raw = await self.client.session.send_request(
+            request,
+            _ANY,  # type: ignore[type-var]  # read as plain JSON: the runtime judges the task itself
+            request_read_timeout_seconds=read_timeout,
+        )
+        return dict(raw)
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool the server lists (also teaches the session each tool's `Mcp-Param-*` headers). On a

@@ -19,7 +19,8 @@ interactive renderers, or wait in this process's memory only (`held`) until answ
 deadline. That is logged, once per question.
 
 Its parts: what a call comes back as (`_outcomes`), the connection and the round on the wire with the mapping of
-the SDK's failures to askback's errors (`_wire`), and how answers meet their questions (`_answering`).
+the SDK's failures to askback's errors (`_wire`), how answers meet their questions (`_answering`), and the tasks a
+server makes of calls, polled, answered and cancelled like parked rounds (`_tasks`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from askback.errors import (
     ServerRefusedError,
     UnansweredError,
 )
-from askback.runtime import _answering, _sdk, _wire
+from askback.runtime import _answering, _sdk, _tasks, _wire
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Held, Outcome, Parked, Pending
 from askback.runtime.parked_calls import MIGRATIONS, CallRecord, ParkedCalls, new_call_id
 from askback.runtime.questions import (
@@ -173,25 +174,28 @@ class Runtime:
             outcome = await _wire.send(
                 conn, method, target, arguments, call_id=call_id, round_=1, modes=self.modes, read_timeout=self.timeout
             )
-            if conn.protocol != _MODERN:
+            if _tasks.is_task(outcome):  # the server made a task of the call: parked, waiting on the server
+                record = await _tasks.park(self, conn, outcome, call_id, server, target, arguments, principal, run_id)
+            elif conn.protocol != _MODERN:
                 # 2025-11-25: questions are pushed on this connection, answered in-process (see `held`).
                 return Completed(call_id, outcome, rounds=1)
-            now = self.clock.now()
-            record = await self.calls.add(
-                call_id=call_id,
-                run_id=run_id,
-                principal=principal,
-                server=server,
-                protocol=conn.protocol,
-                method=method,
-                target=target,
-                arguments=arguments,
-                outcome=outcome,
-                sent=None,
-                deadline=now + self.settings.answer_wait,
-                now=now,
-                server_name=conn.server_name,
-            )
+            else:
+                now = self.clock.now()
+                record = await self.calls.add(
+                    call_id=call_id,
+                    run_id=run_id,
+                    principal=principal,
+                    server=server,
+                    protocol=conn.protocol,
+                    method=method,
+                    target=target,
+                    arguments=arguments,
+                    outcome=outcome,
+                    sent=None,
+                    deadline=now + self.settings.answer_wait,
+                    now=now,
+                    server_name=conn.server_name,
+                )
         # No connection stays open while people answer (which may take minutes, or end with a Ctrl-C that must not
         # wait on a server's goodbye): each later round opens its own, without the discovery round trip.
         return await self._after(record, None)
@@ -330,6 +334,8 @@ class Runtime:
             return Completed(record.id, record.result or {}, rounds=record.round)
         if record.status == "failed":
             raise ServerRefusedError(f"call {call_id} failed: {record.error}")
+        if record.task_id is not None:
+            return await _tasks.drive(self, record, conn)
         answers = await self.calls.answers(call_id, record.round)
         decision = resume_decision(record.questions, answers, now=now, deadline=record.deadline)
         if isinstance(decision, Waiting):

@@ -40,7 +40,7 @@ _c, _an, _r = _CALLS.c, _ANSWERS.c, _ROUNDS.c
 _COLUMNS = (
     _c.id, _c.run_id, _c.principal, _c.server, _c.protocol, _c.method, _c.target, _c.arguments, _c.status,
     _c.round, _c.pending, _c.waiting, _c.deadline, _c.result, _c.error, _c.created_at, _c.updated_at,
-    _c.server_name,
+    _c.server_name, _c.task_id, _c.poll_interval,
 )  # fmt: skip
 _GET = select(*_COLUMNS).where(_c.id == bindparam("id"))
 _ADD_CALL = insert(_CALLS)
@@ -121,7 +121,8 @@ _DUE = (
 @dataclass(frozen=True)
 class CallRecord:
     """A call as the store keeps it. `pending` is the server's `InputRequiredResult` (JSON) while parked;
-    `server_name` the name the server gave itself (`serverInfo`) when the call was made, if it gave one."""
+    `server_name` the name the server gave itself (`serverInfo`) when the call was made, if it gave one; `task_id`
+    and `poll_interval` (seconds) the task the server made of the call, if it made one."""
 
     id: str
     run_id: str | None
@@ -141,6 +142,8 @@ class CallRecord:
     created_at: float
     updated_at: float
     server_name: str | None = None
+    task_id: str | None = None
+    poll_interval: float | None = None
 
     @cached_property
     def arguments(self) -> dict[str, Any] | None:
@@ -234,8 +237,10 @@ class ParkedCalls:
         deadline: float,
         now: float,
         server_name: str | None = None,
+        task: tuple[str, float] | None = None,
     ) -> CallRecord:
-        """Record a call after its first round: parked on round 1 (`outcome` asks), or already finished."""
+        """Record a call after its first round: parked on round 1 (`outcome` asks), or already finished; `task` is
+        the (id, poll interval) of the task the server made of it."""
         asking = outcome.get("resultType") == "input_required"
         pending = _dumps(outcome) if asking else None
         waiting = len(pending_questions(call_id, 1, outcome)) if asking else 0
@@ -260,6 +265,8 @@ class ParkedCalls:
             "created_at": now,
             "updated_at": now,
             "server_name": server_name,
+            "task_id": None if task is None else task[0],
+            "poll_interval": None if task is None else task[1],
         }
 
         def write(conn: Connection) -> None:
