@@ -18,6 +18,9 @@ Three kinds of fixture live here:
   2025-11-25 `logging/setLevel` and `resources/subscribe` methods) is plain SDK on `server.mcp`. The one prompt
   that asks (`test_input_required_result_prompt`) returns an `InputRequiredResult` it builds itself: askback asks
   from tools only, and that is the SDK's only way for a prompt to ask.
+
+The tasks extension's fixtures (`greet`, `slow_compute`, `failing_job`, ...) are in `tasks_fixtures`, registered
+last.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 from pydantic import BaseModel, Field
+from tests.conformance.tasks_fixtures import register as register_task_fixtures
 
 from askback import Accepted, Askback, Confirm, Flow, Form, Outcome
 
@@ -504,3 +508,5 @@ _lowlevel = mcp._lowlevel_server
 _lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 _lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
 _lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+
+register_task_fixtures(server)
