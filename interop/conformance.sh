@@ -24,12 +24,8 @@ runs=("$@")
 [ ${#runs[@]} -gt 0 ] || runs=(2026-07-28 2025-11-25 tasks)
 
 # The `tasks-*` scenarios allowed to fail, each with the reason; one that passes while listed fails the run too, so
-# that the list only shrinks. The goal is an empty list.
-TASKS_EXPECTED_FAILURES=(
-  # tasks/get, tasks/update and tasks/cancel from a request that does not declare the extension must answer -32021
-  # (check sep-2663-tasks-methods-non-declaring); askback serves them (-32602 for the unknown id it is sent).
-  tasks-capability-negotiation
-)
+# that the list only shrinks. It is empty: every scenario must pass.
+TASKS_EXPECTED_FAILURES=()
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/askback-conformance.XXXXXX")"
 out="${CONFORMANCE_OUT:-$scratch/results}"

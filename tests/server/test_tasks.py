@@ -180,6 +180,24 @@ async def test_without_the_extension_a_required_task_is_refused_and_an_optional_
     assert (await call(http, url, "greet", {"name": "W"}))["result"]["content"][0]["text"] == "Hello, W!"
 
 
+async def test_tasks_methods_without_the_extension_declared_are_refused_before_any_lookup(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    task_id = (await call(http, url, "deploy", {"log": str(tmp_path / "e")}))["result"]["taskId"]
+    key = next(iter((await until_status(http, url, task_id, "input_required"))["inputRequests"]))
+    for method, params in [
+        ("tasks/get", {"taskId": task_id}),
+        ("tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok=True)}}),
+        ("tasks/cancel", {"taskId": task_id}),
+        ("tasks/get", {"taskId": "no-such-task"}),
+    ]:
+        refused = (await rpc(http, url, method, params, tasks=False))["error"]
+        assert refused["code"] == -32021, (method, refused)
+        assert refused["data"]["requiredCapabilities"] == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    still = await get(http, url, task_id)
+    assert still["result"]["status"] == "input_required" and list(still["result"]["inputRequests"]) == [key]
+
+
 async def test_tasks_result_and_tasks_list_are_not_methods(http: httpx.AsyncClient, url: str) -> None:
     assert (await rpc(http, url, "tasks/result", {"taskId": "x"}))["error"]["code"] == -32601
     assert (await rpc(http, url, "tasks/list", {}))["error"]["code"] == -32601

@@ -126,9 +126,12 @@ def _asked_first(
 def _on_the_wire(
     fn: Callable[[ServerRequestContext[Any, Any], Any], Awaitable[HandlerResult]],
 ) -> Callable[[ServerRequestContext[Any, Any], Any], Awaitable[HandlerResult]]:
-    """`fn` with askback's errors (a store that cannot be reached) turned into the JSON-RPC errors they are."""
+    """`fn` behind the extension's gate, with askback's errors (a store that cannot be reached) turned into the
+    JSON-RPC errors they are. A `tasks/*` request that does not declare the extension is refused with `-32021`
+    before any task is looked up (SEP-2575's missing required capability), whatever its task id."""
 
     async def handler(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        require_client_extension(ctx, TASKS_EXTENSION)
         try:
             return await fn(ctx, params)
         except AskbackError as exc:
