@@ -3,7 +3,8 @@ askback error becomes at the SDK's boundary.
 
 The SDK builds a tool's input schema from the function it is given. `sdk_function` gives it one with the handler's
 own parameters, minus the `Flow` and the SDK `Context` askback passes itself, plus a keyword-only context through
-which the call reaches askback.
+which the call reaches askback. A task tool's handler may not take the SDK `Context` (`check_task_tool`): it reruns
+in the background, after the request that created the task has ended.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from askback.core.questions import Question
 from askback.errors import AskbackError, DefinitionError
 from askback.server.round import Handler
 
-__all__ = ["at_mcp_boundary", "check_questions", "checked_scopes", "sdk_function"]
+__all__ = ["at_mcp_boundary", "check_questions", "check_task_tool", "checked_scopes", "sdk_function"]
 
 _CTX = "askback_context"
 # RFC 6749 section 3.3: a scope token is printable ASCII without space, `"` or `\`.
@@ -39,6 +40,34 @@ def check_questions(tool: str, asks: Sequence[Question[Any]]) -> tuple[Question[
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         raise DefinitionError(f"tool {tool!r} lists two questions with the key(s) {dupes}; keys must differ")
     return tuple(asks)
+
+
+def check_task_tool(
+    tool: str, fn: Callable[..., Awaitable[Any]], ask_first: Sequence[Question[Any]]
+) -> tuple[Question[Any], ...]:
+    """The questions task tool `tool` asks before its task exists (`ask_first`, checked as `check_questions` checks
+    them), once its handler `fn` is one a task can run: one that takes no SDK `Context`."""
+    ctx_param = _context_param(fn, typing.get_type_hints(fn, include_extras=True))
+    if ctx_param is not None:
+        raise DefinitionError(
+            f"tool {tool!r} runs as a task (task=...) but its handler takes the SDK Context ({ctx_param!r}): a task's "
+            "handler reruns in the background, after the request that created the task has ended, so there is no "
+            "Context to give it. Take a Flow parameter instead (flow.caller: who is calling and their scopes; "
+            "flow.ask: ask the user; flow.once: run an effect once), or register the tool without task=..."
+        )
+    return check_questions(tool, ask_first)
+
+
+def _context_param(fn: Callable[..., Awaitable[Any]], hints: dict[str, Any]) -> str | None:
+    """The name of `fn`'s parameter annotated with the SDK `Context` (or a subclass), if it has one."""
+    return next(
+        (
+            p
+            for p in inspect.signature(fn).parameters
+            if isinstance(hints.get(p), type) and issubclass(hints[p], Context)
+        ),
+        None,
+    )
 
 
 def checked_scopes(tool: str, scopes: Sequence[str]) -> tuple[str, ...]:
@@ -69,9 +98,7 @@ def sdk_function(
     hints = typing.get_type_hints(fn, include_extras=True)
     sig = inspect.signature(fn)
     flow_param = next((p for p in sig.parameters if hints.get(p) is Flow), None)
-    ctx_param = next(
-        (p for p in sig.parameters if isinstance(hints.get(p), type) and issubclass(hints[p], Context)), None
-    )
+    ctx_param = _context_param(fn, hints)
     params = [
         p.replace(annotation=hints.get(p.name, p.annotation))
         for p in sig.parameters.values()

@@ -51,7 +51,7 @@ from askback.extension import Extension, ExtensionContext, Mounted, Ports, merge
 from askback.server._catalogue import Catalogue, catalogue_tool
 from askback.server._meta import install_meta, refuse_meta_name
 from askback.server._tools import at_mcp_boundary as _at_mcp_boundary
-from askback.server._tools import check_questions, checked_scopes
+from askback.server._tools import check_questions, check_task_tool, checked_scopes
 from askback.server.auth import caller_of
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
@@ -344,7 +344,7 @@ class Askback:
         def decorator(fn: F) -> F:
             self._register(fn, name, options, asks, scopes, connections)
             if task is not None:
-                self.task_tools[name or fn.__name__] = (task, check_questions(name or fn.__name__, ask_first))
+                self.task_tools[name or fn.__name__] = (task, check_task_tool(name or fn.__name__, fn, ask_first))
             return fn
 
         return decorator

@@ -7,6 +7,9 @@ the extension in its client capabilities; the row is committed before `CreateTas
 resolves the id from then on, on every instance. Questions a tool lists in `ask_first` are asked as ordinary MRTR
 rounds on `tools/call` before the task exists, and their answers go into the task's flow. A task is bound to the
 principal that created it: another principal's id reads as unknown (-32602), like an expired one.
+
+A task still waiting for answers past its flow deadline is ended (`completed`, "Expired") by the `tasks/update` that
+brings answers too late, or else by the next `tasks/get`: lazily, with no scheduler.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from askback.core.state import FlowState, RecordedAnswer
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
 from askback.server.auth import caller_of
 from askback.server.tasks._rows import TaskRecord, cancelled, change, insert_task, prune, read_task
-from askback.server.tasks._runner import TaskRunner
+from askback.server.tasks._runner import TaskRunner, lapse
 from askback.server.tasks.status import TERMINAL, TaskStatus
 from askback.store import Store
 
@@ -240,10 +243,25 @@ class TasksExtension(Extension):
         now = self.app.clock.now()
         await self._prune(store, now)
         record = await self._mine(params.task_id)
+        if record.status == TaskStatus.INPUT_REQUIRED:
+            record = await self._lapse(record, now)
         stalled = record.lease_until is None or record.lease_until < now
         if record.status == TaskStatus.WORKING and stalled and not self.runner.running(record.task_id):
             record = await self._take_over(record, now)
         return _detailed(record)
+
+    async def _lapse(self, record: TaskRecord, now: float) -> TaskRecord:
+        """End a task that waited for answers past its flow deadline (as its next `tasks/get` finds it), and audit it;
+        the task as it now stands."""
+        ended = self.runner.past_deadline(record, now)
+        if ended is None:
+            return record
+        store = await self.app.store()
+        before, after = await change(store, record.task_id, lambda r: lapse(r, ended, now=now), now=now)
+        if after is None:
+            return before or record
+        await self.runner.audit(after, ended, now)
+        return after
 
     async def _take_over(self, record: TaskRecord, now: float) -> TaskRecord:
         """Take the lease of a working task whose instance stopped renewing it, and rerun its handler here."""
@@ -269,10 +287,13 @@ class TasksExtension(Extension):
         now = self.app.clock.now()
         owner, lease = self.runner.owner, self.app.settings.task_lease
         given = params.input_responses
+        late = self.runner.past_deadline(record, now)
 
         def answer(r: TaskRecord) -> TaskRecord | None:
             if r.status != TaskStatus.INPUT_REQUIRED:
                 return None
+            if late is not None:
+                return lapse(r, late, now=now)
             taken = {wire: entry for wire, entry in r.outstanding.items() if wire in given}
             if not taken:
                 return None
@@ -291,7 +312,9 @@ class TasksExtension(Extension):
             )
 
         _, after = await change(store, record.task_id, answer, now=now)
-        if after is not None and after.status == TaskStatus.WORKING:
+        if after is not None and late is not None:
+            await self.runner.audit(after, late, now)
+        elif after is not None and after.status == TaskStatus.WORKING:
             self.runner.start(record.task_id)
         return {}
 

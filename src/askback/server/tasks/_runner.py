@@ -10,6 +10,11 @@ instead of running it again.
 While the handler runs, the instance renews the task's lease every third of `ASKBACK_TASK_LEASE`. A renewal that
 finds the task no longer its own (cancelled, or taken over after a stall) stops the run; an effect is not started
 once the task is cancelled; and a run's end is written only while the task is still `working` under this lease.
+
+The limits of an MRTR flow hold inside a task, decided by the same functions (`askback.core.round`): a run that
+would ask one round more than `ASKBACK_MAX_ROUNDS` ends the task with `decide`'s "Stopped" result, and a task still
+waiting for answers once its flow deadline has passed (`overdue`, measured as `admit` measures it) ends with the
+"Expired" result, without its handler running again, when the next `tasks/update` or `tasks/get` finds it so.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
 from askback.core import flow as core_flow
 from askback.core.caller import Caller
+from askback.core.round import End, Limits, admit, decide
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
 from askback.server.effects import run_once
 from askback.server.tasks._rows import TaskRecord, change, read_task
@@ -40,7 +46,7 @@ from askback.server.tasks.status import TaskStatus
 if TYPE_CHECKING:
     from askback.server.app import Askback
 
-__all__ = ["RunEnd", "TaskRunner", "audit_events", "settle", "wire_result"]
+__all__ = ["RunEnd", "TaskRunner", "audit_events", "lapse", "overdue", "settle", "wire_result"]
 
 logger = logging.getLogger("askback")
 
@@ -59,12 +65,14 @@ def _error(exc: MCPError) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RunEnd:
-    """How one run of a task's handler ended, for `settle`: a tool result, a JSON-RPC error, or questions."""
+    """How one run of a task's handler ended, for `settle`: a tool result, a JSON-RPC error, or questions.
+    `reason`: why a flow limit ended it (`too_many_rounds`, `expired`), which the audit records as the outcome."""
 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     asked: core_flow.Asked | None = None
     events: tuple[core_flow.FlowEvent, ...] = ()
+    reason: str | None = None
 
 
 def settle(record: TaskRecord, ended: RunEnd, *, owner: str, now: float) -> TaskRecord | None:
@@ -72,6 +80,29 @@ def settle(record: TaskRecord, ended: RunEnd, *, owner: str, now: float) -> Task
     run's to change (cancelled meanwhile, or taken over)."""
     if record.status != TaskStatus.WORKING or record.lease_owner != owner:
         return None
+    return _finished(record, ended, now=now)
+
+
+def overdue(record: TaskRecord, *, now: float, limits: Limits) -> End | None:
+    """How a task waiting for answers (`input_required`) ends once its flow deadline has passed: `expired`'s end,
+    decided by `admit` as for an MRTR answer (the flow's `started` plus `limits.flow_deadline`, against `now`).
+    `None` while it may still wait, and for a task not waiting for answers: the deadline stops no running handler."""
+    if record.status != TaskStatus.INPUT_REQUIRED:
+        return None
+    admission = admit(sealed=True, state=record.flow, recorded=None, now=now, limits=limits)
+    return admission if isinstance(admission, End) else None
+
+
+def lapse(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord | None:
+    """What a task waiting for answers becomes when it ends as `ended` without its handler running again (its
+    deadline passed): what `settle` makes of a run that ended so. `None` once it no longer waits (answered,
+    cancelled)."""
+    if record.status != TaskStatus.INPUT_REQUIRED:
+        return None
+    return _finished(record, ended, now=now)
+
+
+def _finished(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord:
     done: dict[str, Any] = {"lease_owner": None, "lease_until": None, "updated_at": now, "responses": {}}
     if ended.asked is not None:
         asked = ended.asked
@@ -109,7 +140,8 @@ def audit_events(record: TaskRecord, ended: RunEnd, *, at: float, instance: str)
         keys = tuple(sorted(record.outstanding))
         events.append(AuditEvent("asked", round=record.flow.round, keys=keys, detail="in a task", **base))
     else:
-        events.append(AuditEvent("completed", outcome=str(record.status), detail="a task", **base))
+        outcome = ended.reason or str(record.status)
+        events.append(AuditEvent("completed", outcome=outcome, detail="a task", **base))
     return events
 
 
@@ -166,6 +198,22 @@ class TaskRunner:
             with anyio.CancelScope(shield=True), contextlib.suppress(BaseException):
                 await task
 
+    def past_deadline(self, record: TaskRecord, now: float) -> RunEnd | None:
+        """How `record` ends when it waits for answers past its flow deadline (`overdue`), as a run's end with the
+        tool's "Expired" result; `None` while it may still wait."""
+        end = overdue(record, now=now, limits=self.app.limits)
+        if end is None:
+            return None
+        return RunEnd(result=wire_result(self.app.end_result(record.tool, end.text)), reason=end.reason)
+
+    async def audit(self, record: TaskRecord, ended: RunEnd, now: float) -> None:
+        """Record in the audit trail the change `ended` made of the task, now `record`."""
+        store = await self.app.store()
+        events = audit_events(record, ended, at=now, instance=self.owner)
+        for event in events:
+            emit(event)
+        await store.add_audit_many(events)
+
     async def _drive(self, task_id: str) -> None:
         try:
             store = await self.app.store()
@@ -178,10 +226,7 @@ class TaskRunner:
             now = self.app.clock.now()
             _, after = await change(store, task_id, lambda r: settle(r, ended, owner=self.owner, now=now), now=now)
             if after is not None:
-                events = audit_events(after, ended, at=now, instance=self.owner)
-                for event in events:
-                    emit(event)
-                await store.add_audit_many(events)
+                await self.audit(after, ended, now)
         except asyncio.CancelledError:
             raise
         except AskbackError:
@@ -264,8 +309,6 @@ class TaskRunner:
         call = dict(kwargs)
         if handler.flow_param is not None:
             call[handler.flow_param] = flow
-        if handler.ctx_param is not None:
-            call[handler.ctx_param] = None
         try:
             end = await self._ended(record, flow, lambda: handler.fn(**call))
         finally:
@@ -301,6 +344,9 @@ class TaskRunner:
             return RunEnd(result=wire_result(app.end_result(record.tool, outcome.text)))
         if isinstance(outcome, core_flow.Refused):
             return RunEnd(error=_error(outcome.error.to_mcp_error()))
+        decision = decide(outcome, limits=app.limits)
+        if isinstance(decision, End):
+            return RunEnd(result=wire_result(app.end_result(record.tool, decision.text)), reason=decision.reason)
         return RunEnd(asked=outcome)
 
 

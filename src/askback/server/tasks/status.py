@@ -6,7 +6,8 @@
             v                             |
   create -> working -----------------------+
             |  \\
-            |   +--> completed   (a tool result, `isError` included)
+            |   +--> completed   (a tool result, `isError` included; also from input_required when its
+            |                     flow deadline passes before the answers)
             +------> failed      (a JSON-RPC error)
             +------> cancelled   (tasks/cancel, from working or input_required)
 ```
@@ -37,7 +38,7 @@ TRANSITIONS: Mapping[TaskStatus, frozenset[TaskStatus]] = {
     TaskStatus.WORKING: frozenset(
         {TaskStatus.INPUT_REQUIRED, TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED}
     ),
-    TaskStatus.INPUT_REQUIRED: frozenset({TaskStatus.WORKING, TaskStatus.CANCELLED}),
+    TaskStatus.INPUT_REQUIRED: frozenset({TaskStatus.WORKING, TaskStatus.COMPLETED, TaskStatus.CANCELLED}),
     TaskStatus.COMPLETED: frozenset(),
     TaskStatus.FAILED: frozenset(),
     TaskStatus.CANCELLED: frozenset(),
