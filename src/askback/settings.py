@@ -74,10 +74,12 @@ class Settings(BaseSettings):
     link_ttl: float = Field(default=600.0, gt=0)
     provider_visit_ttl: float = Field(default=1800.0, gt=0)
     refresh_leeway: float = Field(default=60.0, ge=0)
-    # The agent runtime: how long a parked round waits for people, how many rounds a call may take, how long a
-    # resume stays claimed by a process that stopped half-way, and whether loopback http links are shown.
+    # The agent runtime: how long a parked round waits for people, how many rounds a call may take, whether its
+    # calls declare the tasks extension (so a server may run one as a task), how long a resume stays claimed by a
+    # process that stopped half-way, and whether loopback http links are shown.
     answer_wait: float = Field(default=86400.0, gt=0)
     call_max_rounds: int = Field(default=10, ge=1, le=100)
+    call_tasks: bool = True
     resume_lease: float = Field(default=120.0, gt=0)
     development: bool = False
     # The command line: a crash's traceback is printed too (`askback --debug`).

@@ -2,8 +2,9 @@
 
 The fast tests park real calls against a real askback server (`tests/fixtures/runtime_inbox_server.py`, one worker
 on loopback) in a real SQLite file, and drive the inbox in process through httpx. The last test is the whole story
-across processes in a real Chromium: the demo's deploy is called by one process, answered in `askback inbox serve`,
-and resumed by `askback inbox resume`, twice, until it completes.
+across processes in a real Chromium: the demo's deploy (a task, since the runtime declares the tasks extension) is
+called by one process, its in-task questions answered in `askback inbox serve`, and resumed by `askback inbox
+resume`, twice, until it completes.
 """
 
 from __future__ import annotations
@@ -461,7 +462,7 @@ async def _askback(*args: str) -> subprocess.CompletedProcess[bytes]:
     return await anyio.run_process([sys.executable, "-m", "askback", *args], env=_clean_env(), check=False)
 
 
-async def test_a_deploy_is_answered_in_chromium_and_resumed_by_other_processes_until_it_completes(
+async def test_a_deploy_task_is_answered_in_chromium_and_resumed_by_other_processes_until_it_completes(
     demo_served: Served, inbox_served: tuple[str, str]
 ) -> None:
     from playwright.async_api import expect
@@ -493,7 +494,9 @@ async def test_a_deploy_is_answered_in_chromium_and_resumed_by_other_processes_u
             await answer("Which environment should I deploy to?", "production")
             resumed = await _askback("inbox", "resume", call_id, "--database", database)
             assert resumed.returncode == 3, resumed
-            assert f"{call_id}: parked on round 2, waiting for confirm_prod" in resumed.stdout.decode()
+            # A task call's rounds alternate: waiting on the server (1), pick_env (2), on the server (3), confirm_prod
+            # (4); the keys are the server's, never reused over the task's life.
+            assert f"{call_id}: parked on round 4, waiting for confirm_prod.2" in resumed.stdout.decode()
 
             await answer("Deploy to production? This affects every user.", "Yes, deploy to production")
             done = await _askback("inbox", "resume", call_id, "--database", database)
@@ -507,12 +510,12 @@ async def test_a_deploy_is_answered_in_chromium_and_resumed_by_other_processes_u
         runtime = await Runtime.open(database, settings=load_settings(database_url=database))
         try:
             record = await runtime.calls.get(call_id)
-            answered = [await runtime.calls.answers(call_id, r) for r in (1, 2)]
+            answered = [await runtime.calls.answers(call_id, r) for r in (2, 4)]
         finally:
             await runtime.close()
-    assert record.status == "completed" and record.principal == "ada"
+    assert record.status == "completed" and record.principal == "ada" and record.task_id is not None
     assert Completed(record.id, record.result or {}, rounds=record.round).text == "Deployed web to production."
     assert answered == [
-        {"pick_env": Answer("accept", {"environment": "production"})},
-        {"confirm_prod": Answer("accept", {"confirm": True})},
+        {"pick_env.1": Answer("accept", {"environment": "production"})},
+        {"confirm_prod.2": Answer("accept", {"confirm": True})},
     ]

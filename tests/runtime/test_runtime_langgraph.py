@@ -1,6 +1,8 @@
 """The LangGraph adapter (`askback.runtime.langgraph`) on real parts: real LangGraph graphs with `InMemorySaver`, the
 agent runtime on a SQLite file, and the demo server over HTTP (`askback serve askback.demo:server`, conftest's
 module-wide `demo_server`). Each test calls as a user of its own, so the server's audit trail of one test is its own.
+The runtimes declare no tasks (`call_tasks=False`), so the demo's `deploy` runs in MRTR rounds, except in the test of
+a deploy run as a task.
 
 The demo's `deploy` asks `pick_env` (a form, field `environment`: dev, staging or production), then, for
 production, `confirm_prod` (boolean field `confirm`).
@@ -31,7 +33,7 @@ from askback.runtime.langgraph import answers_for, call_tool, waiting_calls
 
 pytestmark = pytest.mark.anyio
 
-OpenRuntime = Callable[[str], Awaitable[Runtime]]
+OpenRuntime = Callable[..., Awaitable[Runtime]]
 
 
 @pytest.fixture
@@ -39,12 +41,12 @@ async def open_runtime(tmp_path: Path) -> AsyncIterator[OpenRuntime]:
     """A runtime on a SQLite file of its own, calling the demo as `user` (its bearer token `demo-<user>`)."""
     opened: list[Runtime] = []
 
-    async def open_(user: str) -> Runtime:
+    async def open_(user: str, *, tasks: bool = False) -> Runtime:
         runtime = await Runtime.open(
             f"sqlite:///{tmp_path / f'agent-{user}.db'}",
             renderers=[WebInbox()],
             headers=lambda _server: {"Authorization": f"Bearer demo-{user}"},
-            settings=load_settings(),
+            settings=load_settings(call_tasks=tasks),
         )
         opened.append(runtime)
         return runtime
@@ -129,6 +131,30 @@ async def test_a_parked_call_interrupts_and_the_keyed_answer_completes_it_sendin
     assert list(first["asked"]["inputRequests"]) == ["pick_env"]
     assert first["sent"] == {"pick_env": env("staging")}
     assert await asked_rounds(demo_server, "lg-one") == [(1, ("pick_env",))]
+
+
+async def test_a_deploy_run_as_a_task_interrupts_on_its_in_task_questions_and_completes_once(
+    demo_server: Served, open_runtime: OpenRuntime
+) -> None:
+    runtime = await open_runtime("lg-task", tasks=True)
+    graph = tool_graph(runtime, demo_server.url, "lg-task", ["web"])
+    config = thread("task")
+
+    result = await graph.ainvoke({"messages": []}, config)
+    [paused] = result["__interrupt__"]
+    call_id = paused.value["call_id"]
+    assert [q["key"] for q in paused.value["questions"]] == ["pick_env.1"]
+    result = await graph.ainvoke(Command(resume={call_id: {"pick_env.1": env("production")}}), config)
+    [paused] = result["__interrupt__"]
+    assert [q["key"] for q in paused.value["questions"]] == ["confirm_prod.2"]
+    confirm = {"action": "accept", "content": {"confirm": True}}
+    result = await graph.ainvoke(Command(resume={call_id: {"confirm_prod.2": confirm}}), config)
+
+    assert "__interrupt__" not in result
+    assert replies(result) == {"tc_web": "Deployed web to production."}
+    record = await runtime.calls.get(call_id)
+    assert record.status == "completed" and record.task_id is not None
+    assert await asked_rounds(demo_server, "lg-task") == [(1, ("pick_env.1",)), (2, ("confirm_prod.2",))]
 
 
 async def test_a_second_round_interrupts_again_and_the_replayed_first_answer_is_not_reused(

@@ -131,7 +131,7 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
         deleted = await flow.once("delete", once)
         return f"Deleted {deleted}."
 
-    @app.tool(asks=[pick_env, confirm_prod])
+    @app.tool(asks=[pick_env, confirm_prod], task="optional")
     async def deploy(
         service: str, flow: Flow, environment: Literal["dev", "staging", "production"] | None = None
     ) -> str:

@@ -146,12 +146,12 @@ def declared_elicitation(modes: frozenset[Mode]) -> mcp_types.ElicitationCapabil
     )
 
 
-def _narrow(session: ClientSession, modes: frozenset[Mode]) -> None:
+def _narrow(session: ClientSession, modes: frozenset[Mode], tasks: bool) -> None:
     built = session._build_capabilities  # pyright: ignore[reportPrivateUsage]
 
     def narrowed(version: str) -> mcp_types.ClientCapabilities:
         declared = built(version).model_copy(update={"elicitation": declared_elicitation(modes)})
-        if version not in MODERN_PROTOCOL_VERSIONS:
+        if not tasks or version not in MODERN_PROTOCOL_VERSIONS:
             return declared
         return declared.model_copy(update={"extensions": {**(declared.extensions or {}), TASKS_EXTENSION: {}}})
 
@@ -174,16 +174,17 @@ def _complete_by_default(session: ClientSession) -> None:
 
 
 class _NarrowClient(Client):
-    """`Client` whose session declares only `modes` of elicitation, and reads a round's result with no
-    `resultType` as complete."""
+    """`Client` whose session declares only `modes` of elicitation (and the tasks extension when `tasks`), and reads
+    a round's result with no `resultType` as complete."""
 
-    def __init__(self, *args: Any, modes: frozenset[Mode], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, modes: frozenset[Mode], tasks: bool, **kwargs: Any) -> None:
         self._askback_modes = modes
+        self._askback_tasks = tasks
         super().__init__(*args, **kwargs)
 
     async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
         session = await super()._build_session(exit_stack)
-        _narrow(session, self._askback_modes)
+        _narrow(session, self._askback_modes, self._askback_tasks)
         _complete_by_default(session)
         return session
 
@@ -338,8 +339,10 @@ async def connect(
     read_timeout: float | None = 30.0,
     client_name: str = "askback-runtime",
     client_version: str = "1",
+    tasks: bool = True,
 ) -> AsyncIterator[Connection]:
-    """Connect to the server at URL `server`, declaring exactly `modes` of elicitation.
+    """Connect to the server at URL `server`, declaring exactly `modes` of elicitation, and on 2026-07-28 the tasks
+    extension unless `tasks` is false (a server then never answers with a task).
 
     `protocol` pins a modern version already negotiated (a resume skips the `server/discover` probe), or is
     "legacy" (the 2025-11-25 handshake only); `None` negotiates (`auto`), falling back to the handshake. On a
@@ -363,7 +366,7 @@ async def connect(
     try:
         async with AsyncExitStack() as stack:
             yield await _enter(
-                stack, server, modes, protocol, headers, elicit, read_timeout, client_name, client_version
+                stack, server, modes, protocol, headers, elicit, read_timeout, client_name, client_version, tasks
             )
     except BaseExceptionGroup as group:
         # The SDK client runs its transport in a task group, which wraps whatever ends the block (ours included)
@@ -418,6 +421,7 @@ async def _enter(
     read_timeout: float | None,
     client_name: str,
     client_version: str,
+    tasks: bool,
 ) -> Connection:
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
@@ -430,6 +434,7 @@ async def _enter(
     client = _NarrowClient(
         transport,
         modes=modes,
+        tasks=tasks,
         mode=protocol if protocol is not None else "auto",
         elicitation_callback=elicit,
         read_timeout_seconds=read_timeout,

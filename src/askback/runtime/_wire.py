@@ -43,12 +43,20 @@ async def connect(
     headers: Mapping[str, str] | None,
     on_push: _sdk.PushHandler,
     read_timeout: float | None,
+    tasks: bool = True,
 ) -> AsyncIterator[_sdk.Connection]:
-    """A connection to the server at `server` for call `call_id` (`resuming` it when the call is parked)."""
+    """A connection to the server at `server` for call `call_id` (`resuming` it when the call is parked); `tasks`:
+    whether it declares the tasks extension."""
     connected: list[_sdk.Connection] = []
     try:
         async with _sdk.connect(
-            server, modes=modes, protocol=protocol, headers=headers, on_push=on_push, read_timeout=read_timeout
+            server,
+            modes=modes,
+            protocol=protocol,
+            headers=headers,
+            on_push=on_push,
+            read_timeout=read_timeout,
+            tasks=tasks,
         ) as conn:
             connected.append(conn)
             yield conn

@@ -469,6 +469,7 @@ class Runtime:
             headers=headers,
             on_push=pushed,
             read_timeout=self.timeout,
+            tasks=self.settings.call_tasks,
         ) as conn:
             connected.append(conn)
             yield conn
