@@ -29,6 +29,7 @@ import anyio
 import httpx
 import pytest
 from tests.infra import INTEROP, ROOT, wait_until
+from tests.runtime import _driving as driving
 from tests.server._tasks import get
 
 from askback import load_settings
@@ -177,33 +178,12 @@ async def open_runtime(runtime_db: str, clock: FrozenClock, *, answer_wait: floa
 
 
 async def driven(clock: FrozenClock, work: Callable[[], Awaitable[T]], *, step: float = 1.0) -> T:
-    """Run `work`, moving the runtime's clock on by `step` whenever it waits to poll again (the peer's worker runs in
-    real time meanwhile), within 30 s."""
-    done: list[T] = []
-    failed: list[BaseException] = []
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tasks:
-
-            async def go() -> None:
-                try:
-                    done.append(await work())
-                except Exception as exc:
-                    failed.append(exc)
-                tasks.cancel_scope.cancel()
-
-            tasks.start_soon(go)
-            while True:
-                await clock.until_sleeping()
-                clock.advance(step)
-    if failed:
-        raise failed[0]
-    return done[0]
+    """`driving.driven` within 30 s: the peer's worker polls Redis in real time."""
+    return await driving.driven(clock, work, step=step, within=30)
 
 
 async def parked(clock: FrozenClock, runtime: Runtime, url: str, tool: str, arguments: dict[str, Any]) -> Parked:
-    outcome = await driven(clock, lambda: runtime.call_tool(url, tool, arguments, principal="ada"))
-    assert isinstance(outcome, Parked), outcome
-    return outcome
+    return await driving.parked(clock, runtime, url, tool, arguments, principal="ada", within=30)
 
 
 async def peer_task(url: str, task_id: str) -> dict[str, Any]:

@@ -10,17 +10,18 @@ import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 from tests.fixtures.tasks_server import build
 from tests.infra import ROOT, serving_asgi
-from tests.server._tasks import get
+from tests.runtime import _driving as driving
+from tests.server._tasks import get, lines
 
 from askback import load_settings
 from askback.clock import FrozenClock
@@ -31,7 +32,6 @@ from askback.server.http import build_app
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
-T = TypeVar("T")
 AUTH = {"Authorization": "Bearer demo-alice"}
 
 
@@ -99,38 +99,8 @@ async def runtime(runtime_db: str, clock: FrozenClock) -> AsyncIterator[Runtime]
         await rt.close()
 
 
-async def driven(clock: FrozenClock, work: Callable[[], Awaitable[T]], *, step: float = 1.0) -> T:
-    """Run `work`, moving the runtime's clock on by `step` whenever it waits to poll again (the server's worker runs
-    in real time meanwhile), within 20 s."""
-    done: list[T] = []
-    failed: list[BaseException] = []
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tasks:
-
-            async def go() -> None:
-                try:
-                    done.append(await work())
-                except Exception as exc:
-                    failed.append(exc)
-                tasks.cancel_scope.cancel()
-
-            tasks.start_soon(go)
-            while True:
-                await clock.until_sleeping()
-                clock.advance(step)
-    if failed:
-        raise failed[0]
-    return done[0]
-
-
 async def parked(clock: FrozenClock, runtime: Runtime, url: str, tool: str, arguments: dict[str, Any]) -> Parked:
-    outcome = await driven(clock, lambda: runtime.call_tool(url, tool, arguments, principal="alice"))
-    assert isinstance(outcome, Parked), outcome
-    return outcome
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+    return await driving.parked(clock, runtime, url, tool, arguments, principal="alice")
 
 
 async def server_task(url: str, task_id: str) -> dict[str, Any]:
@@ -153,7 +123,7 @@ async def test_a_task_s_question_is_parked_in_the_inbox_and_its_answer_completes
     assert (await server_task(url, record.task_id))["status"] == "input_required"
 
     assert await runtime.answer(outcome.call_id, question.key, Answer("accept", {"ok": True}), by="alice") == 0
-    done = await driven(clock, lambda: runtime.resume(outcome.call_id))
+    done = await driving.driven(clock, lambda: runtime.resume(outcome.call_id))
     assert isinstance(done, Completed) and done.text == "Deleted a.txt." and not done.cancelled
     assert lines(log) == ["delete a.txt"]
     assert await runtime.inbox(principal="alice") == []
@@ -177,7 +147,7 @@ async def test_a_task_parked_by_one_runtime_is_answered_and_finished_by_another_
         first, second = (p.question for p in await other.inbox(principal="alice"))
         assert await other.answer(outcome.call_id, first.key, Answer("accept", {"ok": True})) == 1
         assert await other.answer(outcome.call_id, second.key, Answer("accept", {"ok": False})) == 0
-        done = await driven(clock, lambda: other.resume(outcome.call_id))
+        done = await driving.driven(clock, lambda: other.resume(outcome.call_id))
     finally:
         await other.close()
     assert isinstance(done, Completed) and done.text == "first=True second=False"
@@ -236,7 +206,7 @@ async def test_a_poll_stopped_with_its_process_is_resumed_by_another_runtime_and
 
     second = await open_runtime(runtime_db, clock, answer_wait=30)
     try:
-        (done,) = await driven(clock, second.resume_due)
+        (done,) = await driving.driven(clock, second.resume_due)
     finally:
         await second.close()
     assert isinstance(done, Completed) and done.cancelled and done.is_error
@@ -265,18 +235,18 @@ async def test_a_task_that_fails_fails_the_call_and_a_tool_error_completes_it(
     runtime: Runtime, clock: FrozenClock, url: str
 ) -> None:
     with pytest.raises(ServerRefusedError, match="the job broke") as refused:
-        await driven(clock, lambda: runtime.call_tool(url, "protocol_error_job", {}, principal="alice"))
+        await driving.driven(clock, lambda: runtime.call_tool(url, "protocol_error_job", {}, principal="alice"))
     assert refused.value.server_code == -32603
     (failed,) = await runtime.calls.listing(status=("failed",))
     assert failed.task_id is not None and "the job broke" in (failed.error or "")
-    errored = await driven(clock, lambda: runtime.call_tool(url, "failing_job", {}, principal="alice"))
+    errored = await driving.driven(clock, lambda: runtime.call_tool(url, "failing_job", {}, principal="alice"))
     assert isinstance(errored, Completed) and errored.is_error and not errored.cancelled
 
 
 async def test_the_runtime_declares_the_extension_so_a_required_task_runs(
     runtime: Runtime, clock: FrozenClock, url: str
 ) -> None:
-    done = await driven(clock, lambda: runtime.call_tool(url, "required_job", {}, principal="alice"))
+    done = await driving.driven(clock, lambda: runtime.call_tool(url, "required_job", {}, principal="alice"))
     assert isinstance(done, Completed) and done.text == "done"
     (record,) = await runtime.calls.listing(status=("completed",))
     assert record.task_id is not None

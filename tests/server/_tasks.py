@@ -4,6 +4,7 @@ the `tasks/*` methods with their `Mcp-Name`, and a bounded wait for a task's sta
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -71,3 +72,8 @@ async def until_status(
 
 def accept(**content: Any) -> dict[str, Any]:
     return {"action": "accept", "content": content}
+
+
+def lines(path: Path) -> list[str]:
+    """The lines of an effects log a fixture tool writes (none before it is written)."""
+    return path.read_text().splitlines() if path.exists() else []

@@ -14,7 +14,7 @@ import pytest
 from tests._http import audit
 from tests.fixtures.tasks_server import build
 from tests.infra import serving_asgi
-from tests.server._tasks import accept, call, get, rpc, until_status
+from tests.server._tasks import accept, call, get, lines, rpc, until_status
 
 from askback import load_settings
 from askback.clock import FrozenClock
@@ -41,16 +41,6 @@ async def serving_tasks(database_url: str, clock: FrozenClock | None = None) -> 
 async def url(db_url: str) -> AsyncIterator[str]:
     async with serving_tasks(db_url) as found:
         yield found
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=20) as client:
-        yield client
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 async def test_the_server_advertises_the_extension_as_an_empty_object(http: httpx.AsyncClient, url: str) -> None:

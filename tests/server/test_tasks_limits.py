@@ -19,7 +19,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from tests._http import audit
 from tests.fixtures.tasks_server import build, ok
 from tests.infra import serving_asgi
-from tests.server._tasks import accept, call, get, rpc, until_status
+from tests.server._tasks import accept, call, get, lines, rpc, until_status
 
 from askback import Askback, Flow, load_settings
 from askback.clock import FrozenClock
@@ -70,16 +70,6 @@ async def database(any_database: str) -> str:
 async def url(database: str, clock: FrozenClock) -> AsyncIterator[str]:
     async with serving_limited(database, clock) as found:
         yield found
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=20) as client:
-        yield client
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def text_of(result: dict[str, Any]) -> str:
