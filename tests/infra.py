@@ -319,6 +319,26 @@ class Nginx:
             self.proc.stdout.close()
 
 
+@contextlib.contextmanager
+def behind_nginx(
+    target: str, env: dict[str, str], root: Path, *, count: int = 3, port: int | None = None
+) -> Iterator[tuple[list[Instance], Nginx]]:
+    """`count` `askback serve TARGET` instances with `env`, and nginx's round-robin in front of them (its files under
+    `root`, listening on `port` or a free one); all stopped when the block ends."""
+    instances = [Instance(target, env) for _ in range(count)]
+    ports = [i.port for i in instances]
+    nginx = Nginx(root, ports) if port is None else Nginx(root, ports, port=port)
+    try:
+        for instance in instances:
+            instance.start()
+        nginx.start()
+        yield instances, nginx
+    finally:
+        nginx.stop()
+        for instance in instances:
+            instance.stop()
+
+
 # An OAuth 2.0 / OpenID Connect authorization server (oidc-provider, run by interop/oidc/provider.mjs under Node 22),
 # and a headless Chromium to click through its pages. Their behaviour, login and consent pages are described at the
 # top of interop/oidc/provider.mjs.

@@ -25,7 +25,7 @@ from askback.demo.person import connect_account
 from askback.demo.provider import serving_provider
 from askback.store import Store
 from askback.testing import call_round, free_port
-from infra import Instance, Nginx, Postgres
+from infra import Instance, Postgres, behind_nginx
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -60,17 +60,8 @@ def cluster(pg: Postgres, tmp_path: Path) -> Iterator[Cluster]:
             PUBLIC_URL_ENV: public,
             SIGN_IN_SECRET_ENV: secrets.token_urlsafe(32),
         }
-        instances = [Instance("askback.demo:server", env) for _ in range(2)]
-        nginx = Nginx(tmp_path / "nginx", [i.port for i in instances], port=port)
-        try:
-            for instance in instances:
-                instance.start()
-            nginx.start()
+        with behind_nginx("askback.demo:server", env, tmp_path / "nginx", count=2, port=port) as (instances, nginx):
             yield Cluster(database, nginx.url, instances)
-        finally:
-            nginx.stop()
-            for instance in instances:
-                instance.stop()
 
 
 async def test_a_subscriber_sees_a_grant_completed_through_instances_behind_nginx_within_two_seconds(

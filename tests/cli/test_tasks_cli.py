@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from tests._http import audit
 from tests.fixtures.tasks_server import build
 from tests.infra import run_askback, serving_asgi
 from tests.server._tasks import accept, call, get, rpc, until_status
@@ -117,6 +118,8 @@ async def test_cancelling_from_the_command_line_is_the_cancel_tasks_cancel_makes
             json.loads((await tasks("show", found, "--json", database=db_url)).stdout) for found in (task_id, other)
         ]
     assert not log.exists()
+    ended = [(e.flow_id, e.outcome) for e in await audit(db_url, tool="confirm_delete", event="completed")]
+    assert sorted(outcome for _, outcome in ended) == ["cancelled", "cancelled"] and len(set(ended)) == 2
     moments = {"task_id", "created_at", "updated_at", "expires_at"}
     assert {k: v for k, v in by_cli.items() if k not in moments} == {
         k: v for k, v in by_wire.items() if k not in moments

@@ -25,7 +25,7 @@ import pytest
 from mcp_types import CallToolResult
 
 from askback.testing import call_round
-from infra import INTEROP, Instance, Nginx, interop_node, postgres, run_askback, wait_until
+from infra import INTEROP, Instance, Nginx, behind_nginx, interop_node, postgres, run_askback, wait_until
 
 pytestmark = [
     pytest.mark.anyio,
@@ -82,17 +82,8 @@ def cluster(node: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
             "ASKBACK_STATE_KEYS": secrets.token_urlsafe(48),
             "ASKBACK_TASK_POLL_INTERVAL": str(POLL_INTERVAL_MS),
         }
-        instances = [Instance(DEMO, env) for _ in range(3)]
-        nginx = Nginx(tmp_path_factory.mktemp("nginx"), [i.port for i in instances])
-        try:
-            for instance in instances:
-                instance.start()
-            nginx.start()
+        with behind_nginx(DEMO, env, tmp_path_factory.mktemp("nginx")) as (instances, nginx):
             yield Cluster(instances, nginx)
-        finally:
-            nginx.stop()
-            for instance in instances:
-                instance.stop()
 
 
 def run_ts_tasks_client(

@@ -22,7 +22,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from _http import RawReply, audit, post_call
 from askback.core.plan import Round
 from askback.testing import accept, call_round, drive_flow, state_of, text
-from infra import Instance, Nginx, Postgres, postgres, run_askback
+from infra import Instance, Nginx, Postgres, behind_nginx, postgres, run_askback
 
 pytestmark = [
     pytest.mark.anyio,
@@ -55,17 +55,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
         assert upgraded.returncode == 0, upgraded.stderr
         keys = secrets.token_urlsafe(48)
         env = {"ASKBACK_DATABASE_URL": url, "ASKBACK_STATE_KEYS": keys, "ASKBACK_ANSWERS": request.param}
-        instances = [Instance(DEMO, env) for _ in range(3)]
-        nginx = Nginx(tmp_path_factory.mktemp("nginx"), [i.port for i in instances])
-        try:
-            for instance in instances:
-                instance.start()
-            nginx.start()
+        with behind_nginx(DEMO, env, tmp_path_factory.mktemp("nginx")) as (instances, nginx):
             yield Cluster(pg, url, instances, nginx, keys)
-        finally:
-            nginx.stop()
-            for instance in instances:
-                instance.stop()
 
 
 async def drive(url: str, service: str, user: str, environment: str = "production") -> list[Round]:

@@ -76,6 +76,28 @@ async def test_a_task_waits_for_its_answer_then_completes_with_the_result_inline
     assert trail == [("asked", None, "alice"), ("answered", None, "alice"), ("completed", "completed", "alice")]
 
 
+async def test_a_declined_task_ends_as_its_mrtr_call_ends_and_is_audited_declined(
+    http: httpx.AsyncClient, url: str, db_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "effects"
+    arguments = {"filename": "d.txt", "log": str(log)}
+    task_id = (await call(http, url, "confirm_delete", arguments))["result"]["taskId"]
+    (key,) = (await until_status(http, url, task_id, "input_required"))["inputRequests"]
+    await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {key: {"action": "decline"}}})
+    done = await until_status(http, url, task_id, "completed")
+
+    first = (await call(http, url, "confirm_delete", arguments, tasks=False, token="demo-bob"))["result"]
+    replay = {"name": "confirm_delete", "arguments": arguments, "inputResponses": {"ok": {"action": "decline"}}}
+    mrtr = await rpc(
+        http, url, "tools/call", {**replay, "requestState": first["requestState"]}, tasks=False, token="demo-bob"
+    )
+    assert done["result"]["content"] == mrtr["result"]["content"]
+    assert done["result"].get("isError") == mrtr["result"].get("isError")
+    assert lines(log) == []
+    outcomes = [(e.principal, e.outcome) for e in await audit(db_url, tool="confirm_delete", event="completed")]
+    assert outcomes == [("alice", "declined"), ("bob", "declined")]
+
+
 async def test_a_partial_answer_keeps_the_task_waiting_for_the_rest(
     http: httpx.AsyncClient, url: str, tmp_path: Path
 ) -> None:
@@ -107,7 +129,7 @@ async def test_an_invalid_answer_is_asked_again_under_a_new_key(
 
 
 async def test_cancelling_a_waiting_task_ends_it_and_a_later_answer_does_not_revive_it(
-    http: httpx.AsyncClient, url: str, tmp_path: Path
+    http: httpx.AsyncClient, url: str, db_url: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "effects"
     task_id = (await call(http, url, "confirm_delete", {"filename": "b", "log": str(log)}))["result"]["taskId"]
@@ -122,6 +144,8 @@ async def test_cancelling_a_waiting_task_ends_it_and_a_later_answer_does_not_rev
     after = (await get(http, url, task_id))["result"]
     assert after["status"] == "cancelled" and after["lastUpdatedAt"] == cancelled["lastUpdatedAt"]
     assert lines(log) == []
+    trail = [(e.event, e.outcome) for e in await audit(db_url, tool="confirm_delete", principal="alice")]
+    assert trail == [("asked", None), ("completed", "cancelled")]  # once, however often it is cancelled
 
 
 async def test_cancelling_a_running_task_stops_it_and_it_stays_cancelled(http: httpx.AsyncClient, url: str) -> None:

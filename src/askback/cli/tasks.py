@@ -8,7 +8,7 @@ or links (a connect link carries its own nonce), the answers' content, nor the r
 whether the result is a tool error, and the JSON-RPC error's code. Those may hold what the person typed or what a tool
 returned, which belongs to the task's principal, reachable through `tasks/get`.
 
-`cancel` is the same cooperative cancel as `tasks/cancel`, through the same row change: the task ends `cancelled`,
+`cancel` is the same cooperative cancel as `tasks/cancel`, the same function, audited alike: the task ends `cancelled`,
 its outstanding questions are dropped, and the instance running its handler stops at its next lease renewal or
 before its next effect, whichever comes first; a task that has ended already stays as it is.
 """
@@ -226,10 +226,11 @@ def tasks_cancel(
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
     """Cancel a task as `tasks/cancel` does: it ends cancelled and its effects never run; an ended task stays as is."""
-    from askback.server.tasks._rows import cancelled, change
+    from askback.audit.emit import instance_id
+    from askback.server.tasks._runner import cancel
 
     async def work(store: Store, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
-        return await change(store, task_id, lambda r: cancelled(r, now), now=now)
+        return await cancel(store, task_id, now=now, instance=instance_id())
 
     before, after = _with_store(database, work)
     if before is None:

@@ -32,8 +32,8 @@ from askback.core.questions import AnswerRejected, Question
 from askback.core.state import FlowState, RecordedAnswer
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
 from askback.server.auth import caller_of
-from askback.server.tasks._rows import TaskRecord, cancelled, change, insert_task, prune, read_task
-from askback.server.tasks._runner import TaskRunner, lapse
+from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
+from askback.server.tasks._runner import TaskRunner, cancel, lapse
 from askback.server.tasks.status import TERMINAL, TaskStatus
 from askback.store import Store
 
@@ -325,6 +325,6 @@ class TasksExtension(Extension):
         store = await self.app.store()
         now = self.app.clock.now()
 
-        await change(store, record.task_id, lambda r: cancelled(r, now), now=now)
+        await cancel(store, record.task_id, now=now, instance=self.runner.owner)
         self.runner.stop(record.task_id)
         return {}

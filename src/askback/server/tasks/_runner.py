@@ -40,13 +40,14 @@ from askback.core.caller import Caller
 from askback.core.round import End, Limits, admit, decide
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
 from askback.server.effects import run_once
-from askback.server.tasks._rows import TaskRecord, change, read_task
+from askback.server.tasks._rows import TaskRecord, cancelled, change, read_task
 from askback.server.tasks.status import TaskStatus
 
 if TYPE_CHECKING:
     from askback.server.app import Askback
+    from askback.store import Store
 
-__all__ = ["RunEnd", "TaskRunner", "audit_events", "lapse", "overdue", "settle", "wire_result"]
+__all__ = ["RunEnd", "TaskRunner", "audit_events", "cancel", "lapse", "overdue", "settle", "wire_result"]
 
 logger = logging.getLogger("askback")
 
@@ -66,7 +67,8 @@ def _error(exc: MCPError) -> dict[str, Any]:
 @dataclass(frozen=True)
 class RunEnd:
     """How one run of a task's handler ended, for `settle`: a tool result, a JSON-RPC error, or questions.
-    `reason`: why a flow limit ended it (`too_many_rounds`, `expired`), which the audit records as the outcome."""
+    `reason`: why the flow ended before its handler returned (`declined`, or a limit: `too_many_rounds`, `expired`),
+    which the audit records as the outcome, as it does for MRTR."""
 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -154,6 +156,21 @@ def _response(raw: Any) -> Any:
         return ElicitResult.model_validate(raw)
     except ValidationError:
         return raw
+
+
+async def cancel(
+    store: Store, task_id: str, *, now: float, instance: str
+) -> tuple[TaskRecord | None, TaskRecord | None]:
+    """The one cancel of `tasks/cancel` and `askback tasks cancel`: the row change `cancelled` makes and, when it
+    ended the task, the audit trail's `completed` event for it (outcome `cancelled`). The task before and after the
+    change (after is `None` when the task had ended already or is unknown)."""
+    before, after = await change(store, task_id, lambda r: cancelled(r, now), now=now)
+    if after is not None:
+        events = audit_events(after, RunEnd(reason="cancelled"), at=now, instance=instance)
+        for event in events:
+            emit(event)
+        await store.add_audit_many(events)
+    return before, after
 
 
 class TaskRunner:
@@ -341,7 +358,7 @@ class TaskRunner:
         if isinstance(outcome, core_flow.Returned):
             return RunEnd(result=wire_result(app.tool_result(record.tool, outcome.value)))
         if isinstance(outcome, core_flow.Ended):
-            return RunEnd(result=wire_result(app.end_result(record.tool, outcome.text)))
+            return RunEnd(result=wire_result(app.end_result(record.tool, outcome.text)), reason=outcome.reason)
         if isinstance(outcome, core_flow.Refused):
             return RunEnd(error=_error(outcome.error.to_mcp_error()))
         decision = decide(outcome, limits=app.limits)
