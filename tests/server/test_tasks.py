@@ -212,6 +212,18 @@ async def test_tasks_methods_without_the_extension_declared_are_refused_before_a
     assert still["result"]["status"] == "input_required" and list(still["result"]["inputRequests"]) == [key]
 
 
+async def test_a_legacy_task_field_in_the_request_is_ignored_the_server_decides(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    legacy = {"name": "confirm_delete", "arguments": {"filename": "l", "log": str(tmp_path / "e")}, "task": {"ttl": 5}}
+    plain = (await rpc(http, url, "tools/call", legacy, tasks=False))["result"]
+    assert plain["resultType"] == "input_required" and "taskId" not in plain
+    created = (await rpc(http, url, "tools/call", legacy))["result"]
+    assert created["resultType"] == "task" and created["ttlMs"] == 3_600_000
+    greeted = (await rpc(http, url, "tools/call", {"name": "greet", "arguments": {"name": "W"}, "task": {}}))["result"]
+    assert greeted["resultType"] == "complete" and "taskId" not in greeted
+
+
 async def test_tasks_result_and_tasks_list_are_not_methods(http: httpx.AsyncClient, url: str) -> None:
     assert (await rpc(http, url, "tasks/result", {"taskId": "x"}))["error"]["code"] == -32601
     assert (await rpc(http, url, "tasks/list", {}))["error"]["code"] == -32601
