@@ -53,12 +53,25 @@ async def test_a_narrowed_session_declares_exactly_the_runtimes_modes(
     async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
         return mcp_types.ElicitResult(action="cancel")
 
-    async with _NarrowClient(MCPServer("probe"), modes=modes, mode="2026-07-28", elicitation_callback=elicit) as client:
+    async with _NarrowClient(
+        MCPServer("probe"), modes=modes, tasks=True, mode="2026-07-28", elicitation_callback=elicit
+    ) as client:
         caps = client.session._build_capabilities("2026-07-28")  # pyright: ignore[reportPrivateUsage]
         found = caps.model_dump(by_alias=True, mode="json", exclude_none=True).get("elicitation")
     assert found == declared
     wire = declared_elicitation(modes)
     assert (None if wire is None else wire.model_dump(by_alias=True, exclude_none=True)) == declared
+
+
+@pytest.mark.parametrize("tasks", [True, False])
+async def test_the_tasks_extension_is_declared_on_2026_07_28_unless_turned_off_and_never_on_2025_11_25(
+    tasks: bool,
+) -> None:
+    async with _NarrowClient(MCPServer("probe"), modes=frozenset({"form"}), tasks=tasks, mode="2026-07-28") as client:
+        modern = client.session._build_capabilities("2026-07-28")  # pyright: ignore[reportPrivateUsage]
+        legacy = client.session._build_capabilities("2025-11-25")  # pyright: ignore[reportPrivateUsage]
+    assert ("io.modelcontextprotocol/tasks" in (modern.extensions or {})) is tasks
+    assert "io.modelcontextprotocol/tasks" not in (legacy.extensions or {})
 
 
 async def test_without_narrowing_the_sdk_declares_both_modes_which_is_why_the_runtime_narrows() -> None:
@@ -68,7 +81,7 @@ async def test_without_narrowing_the_sdk_declares_both_modes_which_is_why_the_ru
     async with Client(MCPServer("probe"), mode="2026-07-28", elicitation_callback=elicit) as client:
         caps = client.session._build_capabilities("2026-07-28")  # pyright: ignore[reportPrivateUsage]
         assert caps.elicitation is not None and caps.elicitation.form is not None and caps.elicitation.url is not None
-        _narrow(client.session, frozenset({"form"}))
+        _narrow(client.session, frozenset({"form"}), True)
         narrowed = client.session._build_capabilities("2026-07-28")  # pyright: ignore[reportPrivateUsage]
     assert narrowed.elicitation is not None and narrowed.elicitation.url is None
 
