@@ -320,6 +320,55 @@ class Nginx:
 
 
 @contextlib.contextmanager
+def running_process(
+    argv: list[str],
+    *,
+    ready: Callable[[], bool],
+    what: str,
+    log: Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[None]:
+    """Run `argv` in a process group of its own until the block ends, once `ready()` holds (within 60 s). Its output
+    goes to `log`, shown when it fails to start or when the block raises; the group is stopped (SIGTERM, then
+    SIGKILL) at the end."""
+    with log.open("w") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=None if env is None else {**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def started() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+        return ready()
+
+    try:
+        try:
+            wait_until(started, timeout=60, what=what)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; its log:\n{log.read_text(errors='replace')}") from None
+        try:
+            yield
+        except BaseException:
+            print(f"--- {what} log ---\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
+            raise
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
 def behind_nginx(
     target: str, env: dict[str, str], root: Path, *, count: int = 3, port: int | None = None
 ) -> Iterator[tuple[list[Instance], Nginx]]:

@@ -5,8 +5,6 @@ on loopback: what an operator sees (never an answer, an argument's value or a re
 from __future__ import annotations
 
 import json
-import secrets
-import socket
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,12 +14,8 @@ import anyio
 import httpx
 import pytest
 from tests._http import audit
-from tests.fixtures.tasks_server import build
-from tests.infra import run_askback, serving_asgi
-from tests.server._tasks import accept, call, get, rpc, until_status
-
-from askback import load_settings
-from askback.server.http import build_app
+from tests.infra import run_askback
+from tests.server._tasks import accept, call, get, rpc, serving_tasks, until_status
 
 pytestmark = pytest.mark.anyio
 
@@ -31,12 +25,8 @@ CANARY = "canary-7f3a91"
 @asynccontextmanager
 async def serving(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
     """The tasks test server on `database_url` under uvicorn on loopback, and a client; yields both (its /mcp URL)."""
-    settings = load_settings(database_url=database_url, state_keys=secrets.token_urlsafe(32), demo_auth=True)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        async with serving_asgi(build_app(build(settings)), listener) as base, httpx.AsyncClient(timeout=20) as http:
-            yield http, f"{base}/mcp"
+    async with serving_tasks(database_url) as url, httpx.AsyncClient(timeout=20) as http:
+        yield http, url
 
 
 async def tasks(*args: str, database: str) -> subprocess.CompletedProcess[str]:

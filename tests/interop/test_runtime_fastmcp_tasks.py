@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 import pytest
-from tests.infra import INTEROP, ROOT, wait_until
+from tests.infra import INTEROP, ROOT, running_process
 from tests.runtime import _driving as driving
 from tests.server._tasks import get
 
@@ -46,37 +45,9 @@ REGISTRY_UNREACHABLE = 75  # interop/fastmcp.sh's exit code when pip cannot reac
 
 @contextlib.contextmanager
 def _running(argv: list[str], *, ready: Callable[[], bool], what: str, cwd: Path) -> Iterator[None]:
-    """Run `argv` in a process group of its own until the block ends, once `ready()` holds (within 60 s). Its output
-    goes to a log file, shown when it fails to start or when the block raises."""
-    log = cwd / f"{what}.log"
-    with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    def started() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
-        return ready()
-
-    try:
-        try:
-            wait_until(started, timeout=60, what=what)
-        except TimeoutError as exc:
-            raise TimeoutError(f"{exc}; its log:\n{log.read_text(errors='replace')}") from None
-        try:
-            yield
-        except BaseException:
-            print(f"--- {what} log ---\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
-            raise
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    """`running_process`, its log `cwd/WHAT.log`."""
+    with running_process(argv, ready=ready, what=what, log=cwd / f"{what}.log", cwd=cwd):
+        yield
 
 
 def _pong(port: int) -> bool:

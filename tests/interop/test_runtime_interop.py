@@ -14,9 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -28,7 +26,7 @@ import pytest
 
 from askback.runtime import Answer, Completed, Parked, Runtime, WebInbox
 from askback.testing import free_port
-from infra import FIXTURES, INTEROP, interop_node, wait_until
+from infra import FIXTURES, INTEROP, interop_node, running_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -57,45 +55,20 @@ anyio.run(main)
 def _peer(argv: list[str], *, port: int, env: Mapping[str, str], cwd: Path | None = None) -> Iterator[str]:
     """Run a server in a process group of its own until the block ends; yields its /mcp URL once it accepts
     connections. Its output goes to a log file, printed when it fails to start or when the block raises."""
-    log = Path(tempfile.mkdtemp(prefix="askback-peer-")) / "server.log"
-    with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env={**os.environ, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
     def accepting() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{argv[1]} exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
         except OSError:
             return False
         return True
 
+    log = Path(tempfile.mkdtemp(prefix="askback-peer-")) / "server.log"
     try:
-        try:
-            wait_until(accepting, timeout=60, what=f"{Path(argv[1]).name} on port {port}")
-        except TimeoutError as exc:
-            raise TimeoutError(f"{exc}; its log:\n{log.read_text(errors='replace')}") from None
-        try:
+        what = f"{Path(argv[1]).name} on port {port}"
+        with running_process(argv, ready=accepting, what=what, log=log, cwd=cwd, env=dict(env)):
             yield f"http://127.0.0.1:{port}/mcp"
-        except BaseException:
-            print(f"--- {argv[1]} log ---\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
-            raise
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
         log.unlink(missing_ok=True)
         log.parent.rmdir()
 

@@ -5,30 +5,25 @@ same database (another process too) polls on, the result comes back, and the dea
 from __future__ import annotations
 
 import json
-import secrets
-import socket
 import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from tests.fixtures.tasks_server import build
-from tests.infra import ROOT, serving_asgi
+from tests.infra import ROOT
 from tests.runtime import _driving as driving
-from tests.server._tasks import get, lines
+from tests.server._tasks import get, lines, serving_tasks
 
 from askback import load_settings
 from askback.clock import FrozenClock
 from askback.errors import ServerRefusedError
 from askback.runtime import Answer, Completed, Parked, Runtime, WebInbox
 from askback.runtime._tasks import Asks, Ended, Unchanged, poll_delay, read_task
-from askback.server.http import build_app
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -50,23 +45,10 @@ def watching(app: Any) -> Any:
     return watched
 
 
-@asynccontextmanager
-async def serving_tasks(database_url: str) -> AsyncIterator[str]:
-    """The tasks test server under uvicorn on loopback; yields its /mcp URL."""
-    settings = load_settings(
-        database_url=database_url, state_keys=secrets.token_urlsafe(32), demo_auth=True, task_poll_interval=250
-    )
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        async with serving_asgi(watching(build_app(build(settings))), listener) as base:
-            yield f"{base}/mcp"
-
-
 @pytest.fixture
 async def url(db_url: str) -> AsyncIterator[str]:
     SEEN.clear()
-    async with serving_tasks(db_url) as found:
+    async with serving_tasks(db_url, wrap=watching) as found:
         yield found
 
 

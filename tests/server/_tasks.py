@@ -1,16 +1,54 @@
-"""Raw 2026-07-28 JSON-RPC over HTTP for the tasks tests: `tools/call` with or without the tasks extension declared,
-the `tasks/*` methods with their `Mcp-Name`, and a bounded wait for a task's status."""
+"""The tasks tests' server and wire: the tasks fixture server on loopback, raw 2026-07-28 JSON-RPC over HTTP
+(`tools/call` with or without the tasks extension declared, the `tasks/*` methods with their `Mcp-Name`), and a
+bounded wait for a task's status."""
 
 from __future__ import annotations
 
+import secrets
+import socket
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+from tests.fixtures.tasks_server import build
+from tests.infra import serving_asgi
+
+from askback import load_settings
+from askback.clock import FrozenClock
+from askback.server.http import build_app
 
 TASKS = "io.modelcontextprotocol/tasks"
+
+
+@asynccontextmanager
+async def serving_tasks(
+    database_url: str,
+    clock: FrozenClock | None = None,
+    *,
+    wrap: Callable[[Any], Any] = lambda asgi: asgi,
+    **settings: Any,
+) -> AsyncIterator[str]:
+    """The tasks fixture server (tests/fixtures/tasks_server.py) on `database_url` and `clock`, its ASGI app passed
+    through `wrap`, under uvicorn on loopback, with the development sign-in, a 250 ms poll interval and `settings`
+    on top; yields its /mcp URL."""
+    loaded = load_settings(
+        **{
+            "database_url": database_url,
+            "state_keys": secrets.token_urlsafe(32),
+            "demo_auth": True,
+            "task_poll_interval": 250,
+            **settings,
+        }
+    )
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        async with serving_asgi(wrap(build_app(build(loaded, clock))), listener) as base:
+            yield f"{base}/mcp"
 
 
 async def rpc(

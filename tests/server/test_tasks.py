@@ -3,38 +3,18 @@ answered through `tasks/update`, and the task ends completed, failed or cancelle
 
 from __future__ import annotations
 
-import secrets
-import socket
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 from tests._http import audit
-from tests.fixtures.tasks_server import build
-from tests.infra import serving_asgi
-from tests.server._tasks import accept, call, get, lines, rpc, until_status
+from tests.server._tasks import accept, call, get, lines, rpc, serving_tasks, until_status
 
-from askback import load_settings
 from askback.clock import FrozenClock
-from askback.server.http import build_app
 from askback.store import Store
 
 pytestmark = pytest.mark.anyio
-
-
-@asynccontextmanager
-async def serving_tasks(database_url: str, clock: FrozenClock | None = None) -> AsyncIterator[str]:
-    """The tasks test server on `database_url`, under uvicorn on loopback; yields its /mcp URL."""
-    settings = load_settings(
-        database_url=database_url, state_keys=secrets.token_urlsafe(32), demo_auth=True, task_poll_interval=250
-    )
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        async with serving_asgi(build_app(build(settings, clock)), listener) as base:
-            yield f"{base}/mcp"
 
 
 @pytest.fixture

@@ -6,9 +6,7 @@ without its handler running again. A task tool whose handler takes the SDK `Cont
 from __future__ import annotations
 
 import secrets
-import socket
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +15,8 @@ import pytest
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from tests._http import audit
-from tests.fixtures.tasks_server import build, ok
-from tests.infra import serving_asgi
-from tests.server._tasks import accept, call, get, lines, rpc, until_status
+from tests.fixtures.tasks_server import ok
+from tests.server._tasks import accept, call, get, lines, rpc, serving_tasks, until_status
 
 from askback import Askback, Flow, load_settings
 from askback.clock import FrozenClock
@@ -27,7 +24,6 @@ from askback.core.round import Limits, expired
 from askback.core.state import FlowState
 from askback.errors import DefinitionError
 from askback.server._tools import check_task_tool
-from askback.server.http import build_app
 from askback.server.tasks._rows import TaskRecord
 from askback.server.tasks._runner import RunEnd, audit_events, lapse, overdue, settle
 from askback.server.tasks.status import TaskStatus
@@ -40,25 +36,6 @@ DEADLINE = 900.0
 ROUNDS = 3
 
 
-@asynccontextmanager
-async def serving_limited(database_url: str, clock: FrozenClock) -> AsyncIterator[str]:
-    """The tasks test server on `database_url` and `clock`, with a round cap of `ROUNDS` and a flow deadline of
-    `DEADLINE` seconds, under uvicorn on loopback; yields its /mcp URL."""
-    settings = load_settings(
-        database_url=database_url,
-        state_keys=secrets.token_urlsafe(32),
-        demo_auth=True,
-        task_poll_interval=250,
-        max_rounds=ROUNDS,
-        flow_deadline=DEADLINE,
-    )
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        async with serving_asgi(build_app(build(settings, clock)), listener) as base:
-            yield f"{base}/mcp"
-
-
 @pytest.fixture
 async def database(any_database: str) -> str:
     """A new SQLite file or PostgreSQL database, migrated."""
@@ -68,7 +45,7 @@ async def database(any_database: str) -> str:
 
 @pytest.fixture
 async def url(database: str, clock: FrozenClock) -> AsyncIterator[str]:
-    async with serving_limited(database, clock) as found:
+    async with serving_tasks(database, clock, max_rounds=ROUNDS, flow_deadline=DEADLINE) as found:
         yield found
 
 
