@@ -3,11 +3,13 @@ answered through `tasks/update`, and the task ends completed, failed or cancelle
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from tests._http import audit
 from tests.server._tasks import accept, call, get, lines, rpc, serving_tasks, until_status
 
@@ -202,6 +204,64 @@ async def test_a_legacy_task_field_in_the_request_is_ignored_the_server_decides(
     assert created["resultType"] == "task" and created["ttlMs"] == 3_600_000
     greeted = (await rpc(http, url, "tools/call", {"name": "greet", "arguments": {"name": "W"}, "task": {}}))["result"]
     assert greeted["resultType"] == "complete" and "taskId" not in greeted
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tasks/get", {}),
+        ("tasks/get", {"taskId": 7}),
+        ("tasks/get", {"taskId": "\x1b]52;c;x\x07\u202e" * 200}),
+        ("tasks/update", {"taskId": "t", "inputResponses": "yes"}),
+        ("tasks/update", {"taskId": "t", "inputResponses": [1, 2]}),
+        ("tasks/cancel", {"taskId": None}),
+    ],
+)
+async def test_malformed_tasks_requests_are_invalid_params_never_a_server_error(
+    http: httpx.AsyncClient, url: str, method: str, params: dict[str, object]
+) -> None:
+    reply = await rpc(http, url, method, params, name="t")
+    assert reply["error"]["code"] in (-32602, -32020), reply  # -32020: the header does not name the task id sent
+
+
+async def test_answers_for_keys_never_asked_change_nothing_and_a_body_over_the_limit_is_refused(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "effects"
+    task_id = (await call(http, url, "confirm_delete", {"filename": "h", "log": str(log)}))["result"]["taskId"]
+    waiting = await until_status(http, url, task_id, "input_required")
+    (key,) = waiting["inputRequests"]
+    stray = {"not-asked": accept(ok=True), "<script>": accept(ok=True)}
+    stray_ack = await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": stray})
+    assert stray_ack["result"]["resultType"] == "complete"
+    after = (await get(http, url, task_id))["result"]
+    assert after["status"] == "input_required" and list(after["inputRequests"]) == [key]
+    assert after["lastUpdatedAt"] == waiting["lastUpdatedAt"] and "<script>" not in json.dumps(after)
+    # Over the SDK's body limit (4 MiB): refused at the door with 413, the task as it was.
+    over = {key: {"action": "accept", "content": {"ok": True, "x": "y" * (DEFAULT_MAX_REQUEST_BODY_SIZE + 1)}}}
+    refused = await http.post(
+        url,
+        json={
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tasks/update",
+            "params": {"taskId": task_id, "inputResponses": over},
+        },
+        headers={
+            "Authorization": "Bearer demo-alice",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Accept": "application/json, text/event-stream",
+            "Mcp-Method": "tasks/update",
+            "Mcp-Name": task_id,
+        },
+    )
+    assert refused.status_code == 413, refused.text[:500]
+    assert (await get(http, url, task_id))["result"]["status"] == "input_required"
+    # Under it, a large answer is an answer like any other: the task runs on, its effect once.
+    large = {key: {"action": "accept", "content": {"ok": True, "x" * 64: "y" * 2_000_000}}}
+    assert "result" in await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": large})
+    done = await until_status(http, url, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "Deleted h." and lines(log) == ["delete h"]
 
 
 async def test_tasks_result_and_tasks_list_are_not_methods(http: httpx.AsyncClient, url: str) -> None:
