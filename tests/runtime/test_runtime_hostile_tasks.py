@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from test_runtime_terminal import Terminal
-from test_runtime_terminal_text import askback_quietly, assert_nothing_raw, assert_shown
+from test_runtime_terminal_text import askback_quietly, assert_nothing_raw, assert_shown, pick_the_first_and_send
 from tests.fixtures.hostile_server import serving_hostile
 from tests.fixtures.hostile_text import ATTACKS, EVERY_ATTACK
 
@@ -46,12 +46,7 @@ def test_askback_call_shows_a_task_s_hostile_question_and_result_made_visible(
     args = ("call", url, "escapes", "--args", AS_TASK, "--database", database, "--user", "ada")
     with Terminal(*args) as term:
         term.expect("1. A ")
-        term.expect("Pick ")
-        term.expect(": ")
-        term.type("1")
-        term.expect("[s]end")
-        term.type("s")
-        term.expect("answers: pick=accept")
+        pick_the_first_and_send(term)
         assert term.finish() == 0, term.shown
     assert_nothing_raw(term)
     assert_shown(term, *ATTACKS)  # the question's every part, the server's name, and the task's result

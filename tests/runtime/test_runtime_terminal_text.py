@@ -74,6 +74,16 @@ def park(url: str, tool: str, database: str) -> str:
     return parked.stdout.decode().strip()
 
 
+def pick_the_first_and_send(term: Terminal) -> None:
+    """Answer the `escapes` tool's question at its prompt: choice 1, then send; the server's result follows."""
+    term.expect("Pick ")
+    term.expect(": ")
+    term.type("1")
+    term.expect("[s]end")
+    term.type("s")
+    term.expect("answers: pick=accept")
+
+
 def assert_nothing_raw(term: Terminal) -> None:
     """No byte of an attack reached the terminal as it was sent."""
     for sequence in RAW_SEQUENCES:
@@ -93,12 +103,7 @@ def test_askback_call_shows_every_attack_made_visible_in_its_prompt_and_its_resu
     database = f"sqlite:///{tmp_path / 'agent.db'}"
     with Terminal("call", hostile, "escapes", "--database", database, "--user", "ada") as term:
         term.expect("1. A ")
-        term.expect("Pick ")
-        term.expect(": ")
-        term.type("1")
-        term.expect("[s]end")
-        term.type("s")
-        term.expect("answers: pick=accept")
+        pick_the_first_and_send(term)
         assert term.finish() == 0, term.shown
     assert_nothing_raw(term)
     # The message, the title, the description, the choice's label and the server's name, then the result: each
@@ -132,12 +137,7 @@ def test_inbox_list_show_answer_and_resume_show_every_attack_made_visible(hostil
     assert_shown(term, "osc52", "rlo")
 
     with Terminal("inbox", "answer", call_id, "--database", database, "--resume") as term:
-        term.expect("Pick ")
-        term.expect(": ")
-        term.type("1")
-        term.expect("[s]end")
-        term.type("s")
-        term.expect("answers: pick=accept")
+        pick_the_first_and_send(term)
         assert term.finish() == 0, term.shown
     assert_nothing_raw(term)
     assert_shown(term, *ATTACKS)
