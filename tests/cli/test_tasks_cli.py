@@ -85,6 +85,9 @@ async def test_cancelling_from_the_command_line_is_the_cancel_tasks_cancel_makes
     log = tmp_path / "effects"
     async with serving(db_url) as (http, url):
         task_id = (await call(http, url, "confirm_delete", {"filename": "a", "log": str(log)}))["result"]["taskId"]
+        assert task_id.startswith("task_"), (
+            "a bare random id starts with '-' one time in 64, and the CLI reads an option"
+        )
         key = next(iter((await until_status(http, url, task_id, "input_required"))["inputRequests"]))
         before = (await get(http, url, task_id))["result"]
 

@@ -40,7 +40,7 @@ from askback.store import Store
 if TYPE_CHECKING:
     from askback.server.app import Askback
 
-__all__ = ["TASKS_EXTENSION", "TasksExtension", "iso_time", "task_view"]
+__all__ = ["TASKS_EXTENSION", "TasksExtension", "iso_time", "new_task_id", "task_view"]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 _PRUNE_EVERY = 60.0
@@ -52,6 +52,12 @@ class TaskIdParams(RequestParams):
 
 class TaskUpdateParams(TaskIdParams):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+def new_task_id() -> str:
+    """A task id nobody can guess, with a prefix so that it never starts with "-" (a shell would read it as an
+    option of `askback tasks cancel`)."""
+    return "task_" + secrets.token_urlsafe(24)
 
 
 def iso_time(at: float) -> str:
@@ -202,7 +208,7 @@ class TasksExtension(Extension):
         settings = app.settings
         capabilities = ctx.session.client_capabilities
         record = TaskRecord(
-            task_id=secrets.token_urlsafe(24),
+            task_id=new_task_id(),
             principal=caller.principal if caller is not None else None,
             scopes=tuple(sorted(caller.scopes)) if caller is not None else (),
             tool=params.name,
