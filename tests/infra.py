@@ -328,15 +328,17 @@ def running_process(
     log: Path,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    own_settings: bool = False,
 ) -> Iterator[None]:
     """Run `argv` in a process group of its own until the block ends, once `ready()` holds (within 60 s). Its output
     goes to `log`, shown when it fails to start or when the block raises; the group is stopped (SIGTERM, then
-    SIGKILL) at the end."""
+    SIGKILL) at the end. With `own_settings`, it does not inherit this process's ASKBACK_* settings (only `env`'s)."""
+    inherited = {k: v for k, v in os.environ.items() if not (own_settings and k.startswith("ASKBACK_"))}
     with log.open("w") as out:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            env=None if env is None else {**os.environ, **env},
+            env={**inherited, **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -366,6 +368,25 @@ def running_process(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def inbox_serving(database: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`askback inbox serve --database DATABASE ARGS...` on a free loopback port, in its own process and with no
+    ASKBACK_* settings but `env`'s, until the block ends; yields its base URL once its first page answers."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{base}/", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    argv = [sys.executable, "-m", "askback", "inbox", "serve", "--database", database, "--port", str(port), *args]
+    log = Path(tempfile.mkdtemp(prefix="askback-inbox-")) / "inbox.log"
+    with running_process(argv, ready=ready, what="askback inbox serve", log=log, env=env, own_settings=True):
+        yield base
 
 
 @contextlib.contextmanager

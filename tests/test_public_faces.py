@@ -287,6 +287,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "ProtocolVersionMissingError",
                 "ProviderError",
                 "RoundInProgressError",
+                "ServerHTTPError",
                 "ServerProtocolError",
                 "ServerRefusedError",
                 "ServerTimeoutError",

@@ -36,8 +36,10 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     │   │                               runtime cannot render what the question needs), or rounds ran out
     │   ├── ServerProtocolError         the server's answer cannot be read at all (not a result of the method,
     │   │                               JSON nested too deep); a question it cannot render is parked instead
-    │   └── ServerTimeoutError          the server did not answer within the runtime's timeout; a parked call
-    │                                   stays parked as it was
+    │   ├── ServerTimeoutError          the server did not answer within the runtime's timeout; a parked call
+    │   │                               stays parked as it was
+    │   └── ServerHTTPError             the server answered with an HTTP error and no JSON-RPC error (401, 403,
+    │                                   429, a proxy's 502): a parked call stays parked as it was
     ├── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
     │                               endpoint, refused, no such tool); the command exits with status 2
     └── ListenError                 `askback serve` cannot listen on its --host and --port (in use, not this
@@ -82,6 +84,7 @@ __all__ = [
     "ProtocolVersionMissingError",
     "ProviderError",
     "RoundInProgressError",
+    "ServerHTTPError",
     "ServerProtocolError",
     "ServerRefusedError",
     "ServerTimeoutError",
@@ -301,6 +304,16 @@ class ServerProtocolError(CallError):
 class ServerTimeoutError(CallError):
     """The server did not answer within the runtime's timeout (`Runtime(timeout=...)`, `--timeout`). Nothing the
     call had is lost: a parked call stays parked on its round with its answers, to be resumed again later."""
+
+
+class ServerHTTPError(CallError):
+    """The server (or a proxy in front of it) answered with an HTTP error status (`status`) and no JSON-RPC error:
+    401 without a valid token, 403, 429, 502, 503. It did not judge the round, so nothing the call had is lost: a
+    parked call stays parked on its round with its answers, to be resumed again (with its token, if it was 401)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class InvalidTokenError(AskbackError):

@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio.from_thread
 import anyio.to_thread
 import pytest
-from tests.runtime.test_runtime_webhooks import SECRET_ENV, inbox_serving, new_secret
+from tests.runtime.test_runtime_webhooks import SECRET_ENV, new_secret, receiving
 from tests.runtime.test_runtime_webhooks_flow import WHO, connect_in_the_browser
 
 from askback.demo.run import serving_demo
@@ -59,7 +59,7 @@ async def test_the_servers_own_account_connected_webhook_resumes_a_call_parked_i
     agent_db = f"sqlite:///{tmp_path / 'agent.db'}"
     demo_db = tmp_path / "demo.db"
     port = free_port()
-    with inbox_serving(agent_db, secret) as receiver:
+    with receiving(agent_db, secret) as receiver:
         env = {"ASKBACK_WEBHOOKS": str(webhooks_file(tmp_path, receiver)), SECRET_ENV: secret}
         with serving_demo(workers=2, port=port, database=f"sqlite:///{demo_db}", env=env) as servers:
             async with await Runtime.open(

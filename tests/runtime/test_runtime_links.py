@@ -8,7 +8,6 @@ loopback is intercepted, so nothing leaves the machine).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import subprocess
@@ -18,7 +17,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import ada_url
-import httpx
 import pytest
 from rich.console import Console
 from tests.fixtures.hostile_server import serving_hostile
@@ -28,7 +26,7 @@ from askback.runtime import ParkedQuestion
 from askback.runtime.questions import check_link, safe_link
 from askback.runtime.terminal import TerminalRenderer
 from askback.testing import free_port
-from infra import browser_context, chromium, wait_until
+from infra import browser_context, chromium, inbox_serving
 
 BACKSLASH = "https://evil.example\\.accounts.example.com/login"
 
@@ -133,47 +131,6 @@ def park(url: str, tool: str, database: str) -> str:
     return parked.stdout.strip()
 
 
-@contextlib.contextmanager
-def inbox_serving(database: str) -> Iterator[str]:
-    """`askback inbox serve --user ada` in its own process; yields its base URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "askback",
-            "inbox",
-            "serve",
-            "--database",
-            database,
-            "--user",
-            "ada",
-            "--port",
-            str(port),
-        ],
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"askback inbox serve exited with {proc.returncode}")
-        try:
-            return httpx.get(f"{base}/", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_until(up, timeout=60, what="askback inbox serve")
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 @pytest.mark.http
 @pytest.mark.parametrize(
     ("tool", "shown"),
@@ -185,7 +142,7 @@ def test_the_inbox_open_link_takes_chromium_to_the_host_the_page_shows(
     database = f"sqlite:///{tmp_path / 'agent.db'}"
     call_id = park(hostile, tool, database)
     reached: list[str] = []
-    with inbox_serving(database) as base, chromium() as browser:
+    with inbox_serving(database, "--user", "ada") as base, chromium() as browser:
         context = browser_context(browser, timeout_ms=30_000)
 
         def off_loopback(route: object) -> None:
@@ -218,7 +175,7 @@ def test_the_inbox_offers_no_open_link_for_a_host_with_hidden_characters(
 ) -> None:
     database = f"sqlite:///{tmp_path / 'agent.db'}"
     park(hostile, tool, database)
-    with inbox_serving(database) as base, chromium() as browser:
+    with inbox_serving(database, "--user", "ada") as base, chromium() as browser:
         page = browser_context(browser, timeout_ms=30_000).new_page()
         page.goto(f"{base}/")
         page.get_by_role("link", name="Sign in there.").click()

@@ -9,10 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import secrets
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,7 +29,7 @@ from askback.runtime._models import WebhookRow
 from askback.runtime.webhooks import Refused, Verified, keys, verify
 from askback.settings import load_settings
 from askback.testing import free_port, serving
-from infra import ROOT, run_askback, wait_until
+from infra import ROOT, inbox_serving, run_askback
 
 pytestmark = pytest.mark.anyio
 
@@ -349,33 +346,11 @@ SECRET_ENV = "AGENT_WEBHOOK_SECRETS"
 
 
 @contextlib.contextmanager
-def inbox_serving(database: str, secrets_: str) -> Iterator[str]:
+def receiving(database: str, secrets_: str) -> Iterator[str]:
     """`askback inbox serve --webhook-secret-env AGENT_WEBHOOK_SECRETS` in its own process; yields its receiver."""
-    port = free_port()
-    args = ["inbox", "serve", "--database", database, "--user", "ada", "--port", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "askback", *args, "--webhook-secret-env", SECRET_ENV],
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}, SECRET_ENV: secrets_},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"askback inbox serve exited with {proc.returncode}")
-        try:
-            return httpx.get(f"{base}/", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_until(up, timeout=60, what="askback inbox serve")
+    args = ["--user", "ada", "--webhook-secret-env", SECRET_ENV]
+    with inbox_serving(database, *args, env={SECRET_ENV: secrets_}) as base:
         yield f"{base}/webhooks/askback"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.mark.http
@@ -390,7 +365,7 @@ async def test_two_inbox_processes_sharing_one_database_given_the_webhook_at_onc
     # The same grant told under several ids (connected, recovered, ...), each to both processes at once: both race to
     # answer the same questions and send the same rounds.
     told = [signed(connected(type_=t), at=now) for t in ("account.connected", "account.recovered") * 3]
-    with inbox_serving(database, f"{new_secret()},{SECRET}") as one, inbox_serving(database, SECRET) as two:
+    with receiving(database, f"{new_secret()},{SECRET}") as one, receiving(database, SECRET) as two:
         async with httpx.AsyncClient(timeout=60) as client:
 
             async def deliver(url: str, message: tuple[dict[str, str], bytes]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from standardwebhooks import Webhook
-from tests.runtime.test_runtime_webhooks import inbox_serving, new_secret
+from tests.runtime.test_runtime_webhooks import new_secret, receiving
 
 from askback.demo.run import demo_servers
 from askback.runtime import Answer, Completed, Parked, Runtime, WebInbox
@@ -62,7 +62,7 @@ async def test_a_call_parked_on_connecting_an_account_completes_when_the_account
             [question] = parked.questions
             assert question.key == "connect.demo-mail" and question.url is not None
 
-            with inbox_serving(agent_db, secret) as receiver:
+            with receiving(agent_db, secret) as receiver:
                 await connect_in_the_browser(question.url, port)
                 assert (await runtime.calls.get(parked.call_id)).status == "parked"  # nobody has answered it
 

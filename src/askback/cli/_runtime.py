@@ -1,17 +1,20 @@
-"""What `askback inbox` and `askback call` share: their common options, opening the runtime for one command, and
-printing a call's outcome and a question (as text through `for_terminal`, or as JSON).
+"""What `askback inbox` and `askback call` share: their common options, opening the runtime for one command, the
+bearer token a command sends (and to which server), and printing a call's outcome and a question (as text through
+`for_terminal`, or as JSON).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import typer
 
-from askback.cli.output import ExitStatus
+from askback.cli.output import ExitStatus, UsageError
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
@@ -27,6 +30,9 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "QUESTIONS_LISTED",
     "TIMEOUT",
+    "TOKEN",
+    "TOKEN_SERVER",
+    "bearer",
     "print_outcome",
     "question_json",
     "terminal_renderer",
@@ -46,6 +52,58 @@ TIMEOUT = typer.Option(
     help="Seconds to wait for the server's answer to a round; a parked call stays parked when it runs out.",
 )
 
+TOKEN = typer.Option(
+    "--token",
+    envvar="ASKBACK_CALL_TOKEN",
+    help="A bearer token for the call's server (never stored); --due and serve need --token-server too.",
+)
+TOKEN_SERVER = typer.Option(
+    "--token-server",
+    envvar="ASKBACK_CALL_TOKEN_SERVER",
+    metavar="URL",
+    help="The one server (its MCP URL) --token is sent to; calls to any other server go without it.",
+)
+# RFC 6750's b64token: what an Authorization header can carry without a parser reading it differently.
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def _endpoint(url: str) -> tuple[str, str, int | None, str]:
+    """A server URL as compared for sending a token: scheme and host in lower case, the default port filled in, the
+    path without its trailing slash."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ("", url, None, "")
+    scheme = parts.scheme.lower()
+    default = {"http": 80, "https": 443}.get(scheme)
+    return (scheme, (parts.hostname or "").lower(), port or default, parts.path.rstrip("/"))
+
+
+def bearer(token: str | None, server: str | None, *, one_server: bool) -> Callable[[str], Mapping[str, str]] | None:
+    """The runtime's `headers` for a command's `--token` (`None` without one): only to the server `--token-server`
+    names, when it names one. A command that may reach several servers (`--due`, `serve`: `one_server=False`) needs
+    it, so that a token never goes to every server a store's calls go to; a command on one call sends the token to
+    that call's server."""
+    if token is None:
+        if server is not None:
+            raise UsageError("--token-server names the server --token goes to: give --token (or ASKBACK_CALL_TOKEN)")
+        return None
+    if not _B64TOKEN.fullmatch(token):
+        raise UsageError("--token is not a bearer token: letters, digits and -._~+/ only, then any '=' (RFC 6750)")
+    if server is None and not one_server:
+        raise UsageError(
+            "a token goes to one server only, and this command may reach several: name it with --token-server URL "
+            "(or ASKBACK_CALL_TOKEN_SERVER)"
+        )
+    if server is not None and _endpoint(server)[0] not in ("http", "https"):
+        raise UsageError(f"--token-server {server!r} is not an http(s) URL")
+    header = {"Authorization": f"Bearer {token}"}
+    if server is None:
+        return lambda _server: header
+    wanted = _endpoint(server)
+    return lambda to: header if _endpoint(to) == wanted else {}
+
 
 def when(at: float | None) -> str:
     return "-" if at is None else dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -58,6 +116,7 @@ def with_runtime(
     renderers: tuple[Renderer, ...] = (),
     timeout: float = DEFAULT_TIMEOUT,
     settings_given: Mapping[str, Any] | None = None,
+    headers: Callable[[str], Mapping[str, str]] | None = None,
 ) -> _T:
     from askback.cli.db import run_with_database
     from askback.runtime import Runtime, WebInbox
@@ -68,6 +127,7 @@ def with_runtime(
 
     async def run() -> _T:
         runtime = await Runtime.open(url, settings=settings, renderers=renderers or (WebInbox(),), timeout=timeout)
+        runtime.headers = headers
         try:
             return await work(runtime)
         finally:

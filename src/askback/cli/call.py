@@ -18,6 +18,9 @@ from askback.cli._runtime import (
     DATABASE,
     DEFAULT_TIMEOUT,
     TIMEOUT,
+    TOKEN,
+    TOKEN_SERVER,
+    bearer,
     print_outcome,
     terminal_renderer,
     when,
@@ -59,10 +62,8 @@ def call(
     tool: Annotated[str, typer.Argument(help="The tool to call.")],
     arguments: Annotated[str, typer.Option("--args", help="The tool's arguments, a JSON object.")] = "{}",
     user: Annotated[str, typer.Option("--user", help="Who answers (recorded with each answer).")] = "me",
-    token: Annotated[
-        str | None,
-        typer.Option("--token", envvar="ASKBACK_CALL_TOKEN", help="A bearer token for the server (never stored)."),
-    ] = None,
+    token: Annotated[str | None, TOKEN] = None,
+    token_server: Annotated[str | None, TOKEN_SERVER] = None,
     park: Annotated[
         bool,
         typer.Option("--park", help="Send the first round and leave the call parked: print its id and exit."),
@@ -93,13 +94,12 @@ def call(
         raise UsageError(f"--args is not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(args, dict):
         raise UsageError('--args must be a JSON object, e.g. {"service": "web"}')
+    headers = bearer(token, token_server, one_server=True)
     declared = _modes(modes)
     given = {} if deadline is None else {"answer_wait": _duration(deadline)}
     terminal = None if park else terminal_renderer(declared)
 
     async def work(runtime: Runtime) -> int:
-        if token is not None:
-            runtime.headers = lambda _server: {"Authorization": f"Bearer {token}"}
         outcome = await runtime.call_tool(server, tool, args, principal=user)
         if park and isinstance(outcome, Parked):
             if as_json:
@@ -120,7 +120,7 @@ def call(
 
     renderers: tuple[Renderer, ...] = (WebInbox(modes=declared),) if terminal is None else (terminal,)
     try:
-        code = with_runtime(database, work, renderers=renderers, timeout=timeout, settings_given=given)
+        code = with_runtime(database, work, renderers=renderers, timeout=timeout, settings_given=given, headers=headers)
     except KeyboardInterrupt:
         asking = None if terminal is None else terminal.asking
         if asking is None:

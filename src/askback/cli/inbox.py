@@ -20,12 +20,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from askback.cli._inbox_people import inbox_people
 from askback.cli._runtime import (
     AS_JSON,
     DATABASE,
     DEFAULT_TIMEOUT,
     QUESTIONS_LISTED,
     TIMEOUT,
+    TOKEN,
+    TOKEN_SERVER,
+    bearer,
     print_outcome,
     question_json,
     terminal_renderer,
@@ -197,8 +201,11 @@ def _answer(
     resume: bool,
     timeout: float = DEFAULT_TIMEOUT,
     accept: bool = False,
+    token: tuple[str | None, str | None] = (None, None),
 ) -> None:
     from askback.runtime import Answer, WebInbox
+
+    headers = bearer(*token, one_server=True)
 
     if accept and content is not None:
         raise UsageError("give --accept (a URL question) or --json (a form's values), not both")
@@ -239,9 +246,8 @@ def _answer(
             return 0
         return print_outcome(await runtime.resume(call_id), False)
 
-    code = with_runtime(
-        database, work, renderers=(terminal_renderer(),) if at_terminal else (WebInbox(),), timeout=timeout
-    )
+    renderers = (terminal_renderer(),) if at_terminal else (WebInbox(),)
+    code = with_runtime(database, work, renderers=renderers, timeout=timeout, headers=headers)
     if code:
         raise typer.Exit(code)
 
@@ -263,13 +269,17 @@ def inbox_answer(
         bool, typer.Option("--accept", help="Accept a URL question (you have finished at its link).")
     ] = False,
     resume: Annotated[bool, _RESUME] = False,
+    token: Annotated[str | None, TOKEN] = None,
+    token_server: Annotated[str | None, TOKEN_SERVER] = None,
     timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
     database: Annotated[str | None, DATABASE] = None,
 ) -> None:
     """Accept a call's questions: a form with --json, a URL question with --accept, or either at the terminal
     prompt (forms from their schema, a review before sending, :d to decline, :c to cancel; a URL question shows
     its host and is accepted once you are done)."""
-    _answer(call_id, key, "accept", content, user, database, resume, timeout, accept=accept)
+    _answer(
+        call_id, key, "accept", content, user, database, resume, timeout, accept=accept, token=(token, token_server)
+    )
 
 
 @inbox_app.command("decline")
@@ -279,11 +289,13 @@ def inbox_decline(
     key: Annotated[str | None, _KEY] = None,
     user: Annotated[str | None, _USER] = None,
     resume: Annotated[bool, _RESUME] = False,
+    token: Annotated[str | None, TOKEN] = None,
+    token_server: Annotated[str | None, TOKEN_SERVER] = None,
     timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
     database: Annotated[str | None, DATABASE] = None,
 ) -> None:
     """Decline a call's question (or every unanswered one of its round)."""
-    _answer(call_id, key, "decline", None, user, database, resume, timeout)
+    _answer(call_id, key, "decline", None, user, database, resume, timeout, token=(token, token_server))
 
 
 @inbox_app.command("cancel")
@@ -293,11 +305,13 @@ def inbox_cancel(
     key: Annotated[str | None, _KEY] = None,
     user: Annotated[str | None, _USER] = None,
     resume: Annotated[bool, _RESUME] = False,
+    token: Annotated[str | None, TOKEN] = None,
+    token_server: Annotated[str | None, TOKEN_SERVER] = None,
     timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
     database: Annotated[str | None, DATABASE] = None,
 ) -> None:
     """Cancel (dismiss) a call's question (or every unanswered one of its round)."""
-    _answer(call_id, key, "cancel", None, user, database, resume, timeout)
+    _answer(call_id, key, "cancel", None, user, database, resume, timeout, token=(token, token_server))
 
 
 @inbox_app.command("resume")
@@ -307,6 +321,8 @@ def inbox_resume(
     due: Annotated[
         bool, typer.Option("--due", help="Resume every call of the store that can go now, everyone's.")
     ] = False,
+    token: Annotated[str | None, TOKEN] = None,
+    token_server: Annotated[str | None, TOKEN_SERVER] = None,
     timeout: Annotated[float, TIMEOUT] = DEFAULT_TIMEOUT,
     database: Annotated[str | None, DATABASE] = None,
     as_json: Annotated[bool, AS_JSON] = False,
@@ -321,13 +337,14 @@ def inbox_resume(
         )
     if call_id is not None and due:
         raise UsageError("give a call id or --due, not both")
+    headers = bearer(token, token_server, one_server=call_id is not None)
 
     async def work(runtime: Runtime) -> list[Outcome]:
         if call_id is not None:
             return [await runtime.resume(call_id)]
         return await runtime.resume_due()
 
-    outcomes = with_runtime(database, work, timeout=timeout)
+    outcomes = with_runtime(database, work, timeout=timeout, headers=headers)
     if call_id is None and not outcomes:
         typer.echo("no call can be resumed now")
         return
@@ -372,6 +389,8 @@ def inbox_serve(
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Resume a call once its round is answered.")
     ] = True,
+    token: Annotated[str | None, TOKEN] = None,
+    token_server: Annotated[str | None, TOKEN_SERVER] = None,
     webhook_secret_env: Annotated[
         str | None,
         typer.Option(
@@ -402,7 +421,8 @@ def inbox_serve(
     hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
     if webhook_secret_env is not None and not hooks:
         raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
-    principal = _principal(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
+    headers = bearer(token, token_server, one_server=False)
+    principal = inbox_people(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
 
     async def work(runtime: Runtime) -> None:
         from starlette.applications import Starlette
@@ -424,54 +444,7 @@ def inbox_serve(
             if close is not None:
                 await close()
 
-    with_runtime(database, work)
-
-
-def _principal(
-    user: str | None, user_header: str | None, issuer: str | None, client_id: str | None, served_at: str
-) -> Any:
-    """Who opens an inbox page: the one `--user`, the `--user-header` a proxy sets, or people signed in at
-    `--auth-issuer` (`askback.identity.PeopleSignIn`)."""
-    import os
-    import secrets
-
-    from starlette.requests import Request
-
-    if issuer is not None and client_id is not None:
-        from pydantic import SecretStr
-
-        from askback.errors import ConfigurationError
-        from askback.identity import PeopleSignIn
-
-        client_secret = os.environ.get("ASKBACK_SIGNIN_CLIENT_SECRET", "")
-        if not client_secret:
-            raise ConfigurationError(
-                "--auth-issuer needs the inbox's client secret at the issuer: set ASKBACK_SIGNIN_CLIENT_SECRET."
-            )
-        session_secret = os.environ.get("ASKBACK_SESSION_SECRET", "")
-        if not session_secret:
-            typer.echo(
-                "askback inbox: ASKBACK_SESSION_SECRET is not set, so a session secret was made at start-up: "
-                "everyone's sign-in ends when the inbox restarts",
-                err=True,
-            )
-            session_secret = secrets.token_urlsafe(32)
-        return PeopleSignIn(
-            issuer=issuer,
-            client_id=client_id,
-            client_secret=SecretStr(client_secret),
-            base_url=os.environ.get("ASKBACK_PUBLIC_URL", "").strip() or served_at,
-            session_secret=SecretStr(session_secret),
-            principal_claim=os.environ.get("ASKBACK_AUTH_PRINCIPAL_CLAIM", "").strip() or "sub",
-        )
-
-    def named(request: Request) -> str | None:
-        if user is not None:
-            return user
-        assert user_header is not None
-        return request.headers.get(user_header) or None
-
-    return named
+    with_runtime(database, work, headers=headers)
 
 
 def register(app: typer.Typer) -> None:

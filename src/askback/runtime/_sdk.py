@@ -55,9 +55,19 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from askback.errors import AskbackError
+from askback.runtime._http_status import HTTPFailure, LastStatus
 from askback.runtime.questions import Mode, unreadable_round
 
-__all__ = ["TASKS_EXTENSION", "Connection", "Method", "PushHandler", "UnreadableResult", "connect", "validation_reason"]
+__all__ = [
+    "TASKS_EXTENSION",
+    "Connection",
+    "HTTPFailure",
+    "Method",
+    "PushHandler",
+    "UnreadableResult",
+    "connect",
+    "validation_reason",
+]
 
 log = logging.getLogger("askback.runtime")
 
@@ -200,6 +210,7 @@ class Connection:
     """A connected client, for sending the rounds of calls."""
 
     client: Client
+    http: LastStatus = field(default_factory=LastStatus, repr=False)
     # The (call id, round) being sent on this connection, to say what became of it if the connection fails.
     sending: tuple[str, int] | None = field(default=None, init=False)
     _tools_listed: bool = field(default=False, init=False, repr=False)
@@ -231,7 +242,7 @@ class Connection:
         mismatch on a tool call is recovered once, as the spec says, by listing the tools again (the `Mcp-Param-*`
         headers come from the listing) and resending. A round of questions the SDK refuses only for what is inside
         a question comes back as sent (its questions carry their `problem`); any other answer that cannot be read
-        is `UnreadableResult`."""
+        is `UnreadableResult`, and an HTTP error status without a JSON-RPC error is `HTTPFailure`."""
         if method == "tools/call" and not self._tools_listed and self.protocol in MODERN_PROTOCOL_VERSIONS:
             await self._learn_tools()
         try:
@@ -243,11 +254,11 @@ class Connection:
                 await self.client.list_tools(cache_mode="refresh")
                 return await self._send(method, target, arguments, responses, state, read_timeout)
         except MCPError as exc:
-            if exc.code != mcp_types.PARSE_ERROR or not _SDK_PARSE.match(exc.message):
-                raise
-            found = _INVALID_JSON.search(exc.message)
-            reason = f"its JSON cannot be parsed ({found.group(1).strip()})" if found else "it cannot be parsed"
-            raise UnreadableResult(reason) from None
+            if exc.code == mcp_types.PARSE_ERROR and _SDK_PARSE.match(exc.message):
+                found = _INVALID_JSON.search(exc.message)
+                reason = f"its JSON cannot be parsed ({found.group(1).strip()})" if found else "it cannot be parsed"
+                raise UnreadableResult(reason) from None
+            self.http.reraise(exc)
 
     async def _learn_tools(self) -> None:
         # A server that cannot list its tools can still be called: the call just goes without `Mcp-Param-*`
@@ -281,11 +292,7 @@ class Connection:
         request = _REQUESTS[method].model_validate({"method": method, "params": params})
         _RAW.set(None)
         try:
-            raw = await self.client.session.send_request(
-                request,
-                _ANY,  # type: ignore[type-var]  # read as plain JSON: the runtime judges the result itself
-                request_read_timeout_seconds=read_timeout,
-            )
+            raw = await self._as_json(request, read_timeout)
         except ValidationError as exc:
             sent = _RAW.get()
             if sent is None:
@@ -304,14 +311,22 @@ class Connection:
         self, method: str, task_id: str, params: Mapping[str, Any] | None = None, *, read_timeout: float | None = None
     ) -> dict[str, Any]:
         """Send `tasks/get`, `tasks/update` or `tasks/cancel` for task `task_id`: the result as JSON. A JSON-RPC
-        error is `MCPError`."""
+        error is `MCPError`; an HTTP error status without one is `HTTPFailure`."""
         request = _TaskRequest(method=method, params={"taskId": task_id, **(params or {})})
-        raw = await self.client.session.send_request(
+        try:
+            raw = await self._as_json(request, read_timeout)
+        except MCPError as exc:
+            self.http.reraise(exc)
+        return dict(raw)
+
+    async def _as_json(self, request: Any, read_timeout: float | None) -> dict[str, Any]:
+        """Send `request` on the session and read its result as plain JSON: the runtime judges it itself."""
+        raw: dict[str, Any] = await self.client.session.send_request(
             request,
-            _ANY,  # type: ignore[type-var]  # read as plain JSON: the runtime judges the task itself
+            _ANY,  # type: ignore[type-var]
             request_read_timeout_seconds=read_timeout,
         )
-        return dict(raw)
+        return raw
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool the server lists (also teaches the session each tool's `Mcp-Param-*` headers). On a
@@ -423,11 +438,13 @@ async def _enter(
     client_version: str,
     tasks: bool,
 ) -> Connection:
+    last = LastStatus()
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
             headers=dict(headers or {}),
             timeout=httpx2.Timeout(read_timeout, read=read_timeout),
             verify=_tls(),
+            event_hooks={"response": [last.note]},
         )
     )
     transport = streamable_http_client(server, http_client=http)
@@ -440,9 +457,12 @@ async def _enter(
         read_timeout_seconds=read_timeout,
         client_info=mcp_types.Implementation(name=client_name, version=client_version),
     )
-    await stack.enter_async_context(client)
+    try:
+        await stack.enter_async_context(client)
+    except MCPError as exc:
+        last.reraise(exc)
     # A resume (a pinned version) skips listing the tools first: a server that needs `Mcp-Param-*` headers says so
     # with -32020, and `send` lists the tools then, which costs a round trip only where it is needed.
-    connection = Connection(client)
+    connection = Connection(client, last)
     connection._tools_listed = protocol is not None and protocol != "legacy"
     return connection

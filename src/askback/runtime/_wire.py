@@ -4,7 +4,8 @@ into one askback error here, and nowhere else.
 Each error says what became of the call, which depends on the round that was being sent (`Connection.sending`): a
 first round that timed out or could not be read kept nothing; a resume that timed out leaves the call parked with
 its answers; a resume whose result cannot be read fails the call (its answers did reach the server); a server that
-refuses a round gives `ServerRefusedError` with its JSON-RPC code and data.
+refuses a round gives `ServerRefusedError` with its JSON-RPC code and data; an HTTP error with no JSON-RPC error in
+its body (a 401, a proxy's 502) is `ServerHTTPError`, and a parked call stays parked with its answers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from askback.errors import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     CallError,
+    ServerHTTPError,
     ServerProtocolError,
     ServerRefusedError,
     ServerTimeoutError,
@@ -29,7 +31,7 @@ from askback.errors import (
 from askback.runtime import _sdk
 from askback.runtime.questions import Mode, Ready
 
-__all__ = ["connect", "refused", "responses", "send", "timed_out"]
+__all__ = ["connect", "http_error", "refused", "responses", "send", "timed_out"]
 
 
 @asynccontextmanager
@@ -64,6 +66,9 @@ async def connect(
     except (httpx2.TimeoutException, TimeoutError):
         sending = connected[0].sending if connected else None
         raise timed_out(server, sending, call_id=call_id, resuming=resuming, timeout=read_timeout) from None
+    except _sdk.HTTPFailure as exc:
+        sending = connected[0].sending if connected else None
+        raise http_error(server, exc.status, sending, call_id=call_id, resuming=resuming) from None
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             sending = connected[0].sending if connected else None
@@ -116,6 +121,30 @@ async def send(
 def responses(decision: Ready) -> dict[str, Any]:
     """A round's answers as the wire has them, under the server's keys."""
     return {key: answer.wire() for key, answer in decision.responses.items()}
+
+
+_WHY = {
+    401: "it wants a valid bearer token: give the call's token with --token or Runtime(headers=...)",
+    403: "the token does not allow this",
+    429: "too many requests",
+}
+
+
+def http_error(
+    server: str, status: int, sending: tuple[str, int] | None, *, call_id: str, resuming: bool
+) -> ServerHTTPError:
+    """The error for an HTTP error status with no JSON-RPC error in its body, saying what became of the call."""
+    why = _WHY.get(status, "the server or a proxy in front of it is unavailable" if status >= 500 else "")
+    said = f"the MCP server at {server} answered HTTP {status}" + (f" ({why})" if why else "")
+    if sending is not None and sending[1] == 1:
+        return ServerHTTPError(f"{said}; nothing was kept (the call was never parked): call it again", status=status)
+    if sending is not None or resuming:
+        return ServerHTTPError(
+            f"{said} when call {call_id} was resumed; nothing was lost: the call stays parked on its round with its "
+            f"answers, resume it again (askback inbox resume {call_id})",
+            status=status,
+        )
+    return ServerHTTPError(f"{said}; nothing was kept: try again", status=status)
 
 
 def timed_out(
