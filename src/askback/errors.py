@@ -33,7 +33,8 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     │   ├── UnsafeLinkError             a URL question's link is not https (plain http only on loopback, in
     │   │                               development); it is never shown as a link nor opened
     │   ├── ServerRefusedError          the server answered the call with a JSON-RPC error (e.g. -32021: this
-    │   │                               runtime cannot render what the question needs), or rounds ran out
+    │   │                               runtime cannot render what the question needs), or rounds ran out;
+    │   │                               one marked retryable leaves a parked call parked
     │   ├── ServerProtocolError         the server's answer cannot be read at all (not a result of the method,
     │   │                               JSON nested too deep); a question it cannot render is parked instead
     │   ├── ServerTimeoutError          the server did not answer within the runtime's timeout; a parked call
@@ -48,6 +49,7 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -286,12 +288,15 @@ class UnsafeLinkError(CallError):
 
 class ServerRefusedError(CallError):
     """The server ended the call with a JSON-RPC error instead of a result (`code`, `data` as it sent them), or the
-    call went past the runtime's round cap (`code` is None)."""
+    call went past the runtime's round cap (`code` is None). With `retryable` (the server's `data.retryable: true`,
+    as askback's servers send for a database that is down or a round still running elsewhere) the call did not end:
+    a parked call stays parked on its round with its answers, to be resumed again."""
 
     def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
         super().__init__(message)
         self.server_code = code
         self.data = data
+        self.retryable = isinstance(data, Mapping) and data.get("retryable") is True
 
 
 class ServerProtocolError(CallError):

@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
 from mcp.shared.exceptions import MCPError
 from mcp_types import REQUEST_TIMEOUT
 
@@ -155,12 +154,11 @@ def _failure(call_id: str, task_id: str, error: Mapping[str, Any]) -> ServerRefu
 
 
 def _refused(exc: MCPError, record: CallRecord, method: str) -> ServerRefusedError:
-    return ServerRefusedError(
+    message = (
         f"the server refused {method} for task {record.task_id} of call {record.id}: {exc.message} (JSON-RPC "
-        f"{exc.code})",
-        code=exc.code,
-        data=exc.data,
+        f"{exc.code})"
     )
+    return _wire.refusal(message, code=exc.code, data=exc.data, kept=_wire.later(record.id))
 
 
 async def park(
@@ -260,6 +258,9 @@ async def _poll(rt: Runtime, record: CallRecord, conn: _sdk.Connection) -> Uncha
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             raise  # `_wire.connect` says what became of the call
+        refusal = _refused(exc, record, "tasks/get")
+        if refusal.retryable:
+            raise refusal from exc
         # An unknown or expired task never answers again: the call fails with the server's reason.
         return Ended("failed", error={"code": exc.code, "message": f"tasks/get was refused: {exc.message}"})
     parked: frozenset[str] = frozenset()
@@ -279,20 +280,13 @@ async def _send(
     if claim is None:
         return Claimed(record.id, record.round)
     sent = _wire.responses(decision) if not cancel else {}
-    try:
+    async with rt.calls.sending(record.id, claim, round_=record.round, sent=sent, now=now):
         if cancel:
             await _request(rt, record, conn, "tasks/cancel")
             found = read_task(record.task_id, await _request(rt, record, conn, "tasks/get"), frozenset())
             ended = found if isinstance(found, Ended) else Ended("cancelled", cancelled_result(record.task_id, {}))
             return await _finish(rt, record, claim, ended, sent=sent)
         await _request(rt, record, conn, "tasks/update", {"inputResponses": sent})
-    except (ServerRefusedError, ServerProtocolError) as exc:
-        await rt.calls.settle(record.id, claim, round_=record.round, sent=sent, outcome=None, error=str(exc), now=now)
-        raise
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await rt.calls.release(record.id, claim)
-        raise
     now = rt.clock.now()
     settled = await rt.calls.settle(
         record.id,

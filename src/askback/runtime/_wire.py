@@ -31,7 +31,7 @@ from askback.errors import (
 from askback.runtime import _sdk
 from askback.runtime.questions import Mode, Ready
 
-__all__ = ["connect", "http_error", "refused", "responses", "send", "timed_out"]
+__all__ = ["connect", "http_error", "later", "refusal", "refused", "responses", "send", "timed_out"]
 
 
 @asynccontextmanager
@@ -139,11 +139,7 @@ def http_error(
     if sending is not None and sending[1] == 1:
         return ServerHTTPError(f"{said}; nothing was kept (the call was never parked): call it again", status=status)
     if sending is not None or resuming:
-        return ServerHTTPError(
-            f"{said} when call {call_id} was resumed; nothing was lost: the call stays parked on its round with its "
-            f"answers, resume it again (askback inbox resume {call_id})",
-            status=status,
-        )
+        return ServerHTTPError(f"{said} when call {call_id} was resumed; {later(call_id)}", status=status)
     return ServerHTTPError(f"{said}; nothing was kept: try again", status=status)
 
 
@@ -182,4 +178,21 @@ def refused(exc: MCPError, *, call_id: str, round_: int, modes: frozenset[Mode])
         )
     else:
         message = f"the server refused round {round_} of call {call_id}: {exc.message} (JSON-RPC {code})"
+    kept = "nothing was kept: call it again later" if round_ == 1 else later(call_id)
+    return refusal(message, code=code, data=data, kept=kept)
+
+
+def refusal(message: str, *, code: int | None, data: Any, kept: str) -> ServerRefusedError:
+    """A `ServerRefusedError`; when the server says to retry (`data.retryable`), its message says what became of the
+    call (`kept`)."""
+    if isinstance(data, Mapping) and data.get("retryable") is True:
+        message = f"{message}; the server says to retry, so {kept}"
     return ServerRefusedError(message, code=code, data=data)
+
+
+def later(call_id: str) -> str:
+    """What became of a parked call whose round the server did not take."""
+    return (
+        f"nothing was lost: the call stays parked on its round with its answers, resume it again later (askback inbox "
+        f"resume {call_id})"
+    )

@@ -31,15 +31,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from typing import Any, Literal, cast
 
-import anyio
-
 from askback.clock import Clock, SystemClock
 from askback.core.capabilities import MRTR_REVISION
 from askback.core.questions import connect_key
 from askback.errors import (
     CallStateError,
     InvalidAnswerError,
-    ServerProtocolError,
     ServerRefusedError,
     UnansweredError,
 )
@@ -343,23 +340,8 @@ class Runtime:
         claim = await self.calls.claim(call_id, record.round, now=now, lease=self.settings.resume_lease)
         if claim is None:
             return Claimed(call_id, record.round)
-        try:
+        async with self.calls.sending(call_id, claim, round_=record.round, sent=_wire.responses(decision), now=now):
             outcome = await self._send_round(record, decision, conn)
-        except (ServerRefusedError, ServerProtocolError) as exc:
-            await self.calls.settle(
-                call_id,
-                claim,
-                round_=record.round,
-                sent=_wire.responses(decision),
-                outcome=None,
-                error=str(exc),
-                now=now,
-            )
-            raise
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self.calls.release(call_id, claim)
-            raise
         if decision.cancelled:
             log.info(
                 "call %s round %d: deadline passed, cancelled %s", call_id, record.round, ", ".join(decision.cancelled)

@@ -11,17 +11,19 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal, cast
 
+import anyio
 from sqlalchemy import Connection, Float, String, Table, bindparam, func, insert, or_, select, update
 
 from askback.db.migrate import Component
 from askback.db.sqlite import RawResult
-from askback.errors import CallStateError, UnknownCallError
+from askback.errors import CallStateError, ServerProtocolError, ServerRefusedError, UnknownCallError
 from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
 from askback.runtime.questions import Answer, Origin, ParkedQuestion, pending_questions
 from askback.store import Store
@@ -338,6 +340,27 @@ class ParkedCalls:
         await self.store.transaction(
             lambda conn: conn.execute(_RELEASE, {"b_id": call_id, "b_claim": claim}), doing="release a resume"
         )
+
+    @asynccontextmanager
+    async def sending(
+        self, call_id: str, claim: str, *, round_: int, sent: Mapping[str, Any], now: float
+    ) -> AsyncIterator[None]:
+        """The block sends a claimed round. A refusal (unless the server marks it retryable) or an answer that
+        cannot be read fails the call; anything else that ends the block early (a timeout, an HTTP error, a
+        retryable refusal, a cancel) gives the claim back, and the call stays parked as it was, with its answers."""
+        try:
+            yield
+        except (ServerRefusedError, ServerProtocolError) as exc:
+            if not (isinstance(exc, ServerRefusedError) and exc.retryable):
+                await self.settle(call_id, claim, round_=round_, sent=sent, outcome=None, error=str(exc), now=now)
+                raise
+            with anyio.CancelScope(shield=True):
+                await self.release(call_id, claim)
+            raise
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.release(call_id, claim)
+            raise
 
     async def settle(
         self,
