@@ -286,6 +286,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "ProbeError",
                 "ProtocolVersionMissingError",
                 "ProviderError",
+                "ResumeDueError",
                 "RoundInProgressError",
                 "ServerHTTPError",
                 "ServerProtocolError",

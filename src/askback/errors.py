@@ -39,8 +39,10 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     │   │                               JSON nested too deep); a question it cannot render is parked instead
     │   ├── ServerTimeoutError          the server did not answer within the runtime's timeout; a parked call
     │   │                               stays parked as it was
-    │   └── ServerHTTPError             the server answered with an HTTP error and no JSON-RPC error (401, 403,
-    │                                   429, a proxy's 502): a parked call stays parked as it was
+    │   ├── ServerHTTPError             the server answered with an HTTP error and no JSON-RPC error (401, 403,
+    │   │                               429, a proxy's 502): a parked call stays parked as it was
+    │   └── ResumeDueError              `resume_due` went through every due call and some could not go on: what
+    │                                   the others came to (`.outcomes`) and each one's error (`.errors`)
     ├── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
     │                               endpoint, refused, no such tool); the command exits with status 2
     └── ListenError                 `askback serve` cannot listen on its --host and --port (in use, not this
@@ -49,11 +51,13 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcp.shared.exceptions import MCPError
+
+    from askback.runtime._outcomes import Outcome
 
 # JSON-RPC codes (the spec's; the SDK's `mcp_types` names them too). Written out so that importing the error tree,
 # which every command does, does not import the SDK.
@@ -85,6 +89,7 @@ __all__ = [
     "ProbeError",
     "ProtocolVersionMissingError",
     "ProviderError",
+    "ResumeDueError",
     "RoundInProgressError",
     "ServerHTTPError",
     "ServerProtocolError",
@@ -319,6 +324,22 @@ class ServerHTTPError(CallError):
     def __init__(self, message: str, *, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ResumeDueError(CallError):
+    """`Runtime.resume_due` resumed every call that was due, and some of them could not go on: one call's server
+    being down or refusing never keeps the others from going. `outcomes` holds what the others came to, oldest
+    first; `errors` maps each call id that could not go on to its error, which says what became of that call (most
+    stay parked, to be resumed again)."""
+
+    def __init__(self, outcomes: Sequence[Outcome], errors: Mapping[str, CallError]) -> None:
+        done = len(outcomes)
+        said = "; ".join(f"call {call_id}: {error}" for call_id, error in errors.items())
+        super().__init__(
+            f"{len(errors)} of {done + len(errors)} due calls could not be resumed ({done} went on): {said}"
+        )
+        self.outcomes = tuple(outcomes)
+        self.errors = dict(errors)
 
 
 class InvalidTokenError(AskbackError):

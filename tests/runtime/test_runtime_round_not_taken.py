@@ -5,6 +5,9 @@ it, on the tasks path and on MRTR rounds alike:
   (`ServerHTTPError`, `.status` 502);
 - a JSON-RPC error the server marks retryable: askback's demo server on a PostgreSQL that is stopped answers -32603
   with `data.retryable` (`ServerRefusedError`, `.retryable`).
+
+And a call whose server cannot be reached never keeps the other due calls from going (`resume_due`, `askback inbox
+resume --due`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from askback.errors import ServerHTTPError, ServerRefusedError
+from askback.errors import CallError, ResumeDueError, ServerHTTPError, ServerRefusedError
 from askback.runtime import Answer, Completed, Parked, Runtime, WebInbox
 from askback.settings import load_settings
 from askback.testing import free_port, serving
@@ -96,3 +99,39 @@ async def test_a_server_whose_database_is_down_says_retry_and_the_call_completes
                 done = await runtime.resume(parked.call_id)
                 assert isinstance(done, Completed), done
                 assert done.text == "Deployed web to production."
+
+
+async def test_resuming_every_due_call_goes_on_past_one_whose_server_is_down(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'agent.db'}"
+    settings = load_settings(database_url=database, call_tasks=False)
+
+    def server(name: str) -> dict[str, str]:
+        return {"ASKBACK_DATABASE_URL": f"sqlite:///{tmp_path / name}", "ASKBACK_STATE_KEYS": secrets.token_urlsafe(48)}
+
+    with serving("askback.demo:server", port=free_port(), workers=1, env=server("up.db")) as up:
+        async with await Runtime.open(database, settings=settings, renderers=[WebInbox()]) as runtime:
+            with serving("askback.demo:server", port=free_port(), workers=1, env=server("gone.db")) as gone:
+                stranded = await parked_and_answered(runtime, gone)  # the oldest due call: resumed first
+            first = await parked_and_answered(runtime, up)
+
+            with pytest.raises(ResumeDueError) as due:
+                await runtime.resume_due()
+            (went,) = due.value.outcomes
+            assert isinstance(went, Completed) and went.call_id == first.call_id, went
+            assert went.text == "Deployed web to production."
+            assert list(due.value.errors) == [stranded.call_id]
+            assert type(due.value.errors[stranded.call_id]) is CallError
+            assert f"1 of 2 due calls could not be resumed (1 went on): call {stranded.call_id}: " in str(due.value)
+            await still_parked(runtime, stranded)
+
+            second = await parked_and_answered(runtime, up)
+            resumed = run_askback(
+                "inbox", "resume", "--due", "--database", database, "--token", "demo-ada", "--token-server", up
+            )
+            assert resumed.returncode == 5, resumed.stderr
+            assert "Deployed web to production." in resumed.stdout, (resumed.stdout, resumed.stderr)
+            (line,) = resumed.stderr.strip().splitlines()
+            assert line.startswith("error: 1 of 2 due calls could not be resumed (1 went on): ")
+            assert f"call {stranded.call_id}: could not reach the MCP server at {gone}" in line
+            assert (await runtime.calls.get(second.call_id)).status == "completed"
+            await still_parked(runtime, stranded)

@@ -234,6 +234,27 @@ async def test_the_runtime_declares_the_extension_so_a_required_task_runs(
     assert record.task_id is not None
 
 
+async def test_questions_asked_before_the_task_exists_are_answered_then_the_task_is_polled_to_its_result(
+    runtime: Runtime, clock: FrozenClock, url: str
+) -> None:
+    # `named` asks its question as an MRTR round on tools/call (ask_first); the round that brings the answer is
+    # answered with the CreateTaskResult, and the call goes on as that task.
+    first = await parked(clock, runtime, url, "named", {})
+    assert (await runtime.calls.get(first.call_id)).task_id is None
+    (question,) = first.questions
+    assert question.key == "user_name" and question.message == "Your name?"
+    await runtime.answer(first.call_id, question.key, Answer("accept", {"name": "Alice"}), by="alice")
+
+    done = await driving.driven(clock, lambda: runtime.resume(first.call_id))
+    assert isinstance(done, Completed) and done.text == "Hello, Alice!", done
+    record = await runtime.calls.get(first.call_id)
+    assert record.status == "completed" and record.task_id is not None
+    assert (await server_task(url, record.task_id))["status"] == "completed"
+    rounds = await runtime.calls.rounds(first.call_id)
+    assert [r["sent"] for r in rounds[:1]] == [{"user_name": {"action": "accept", "content": {"name": "Alice"}}}]
+    assert rounds[1]["asked"]["taskId"] == record.task_id
+
+
 def test_a_key_parked_once_is_never_parked_again_however_many_polls_show_it() -> None:
     asking = {"elicitation/create": {}}
     task = {"taskId": "t", "status": "input_required", "inputRequests": {"ok.1": asking}, "pollIntervalMs": 500}

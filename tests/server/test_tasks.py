@@ -176,6 +176,25 @@ async def test_without_the_extension_a_required_task_is_refused_and_an_optional_
     assert (await call(http, url, "greet", {"name": "W"}))["result"]["content"][0]["text"] == "Hello, W!"
 
 
+async def test_an_mrtr_flow_begun_without_the_extension_stays_mrtr_when_its_retry_declares_it(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "e"
+    arguments = {"filename": "d", "log": str(log)}
+    first = (await call(http, url, "confirm_delete", arguments, tasks=False))["result"]
+    assert first["resultType"] == "input_required" and first["requestState"]
+    params = {
+        "name": "confirm_delete",
+        "arguments": arguments,
+        "inputResponses": {"ok": accept(ok=True)},
+        "requestState": first["requestState"],
+    }
+    done = (await rpc(http, url, "tools/call", params))["result"]  # declares the extension now
+    assert done["resultType"] == "complete" and "taskId" not in done, done
+    assert done["content"][0]["text"] == "Deleted d."
+    assert lines(log) == ["delete d"]
+
+
 async def test_tasks_methods_without_the_extension_declared_are_refused_before_any_lookup(
     http: httpx.AsyncClient, url: str, tmp_path: Path
 ) -> None:

@@ -38,6 +38,7 @@ from askback.cli._runtime import (
 )
 from askback.cli.call import call
 from askback.cli.output import UsageError, reports_errors
+from askback.errors import ResumeDueError
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
@@ -329,7 +330,8 @@ def inbox_resume(
 ) -> None:
     """Send a parked round back to its server once its questions are answered (or its deadline has passed:
     unanswered questions go as cancel). Exit status 0 completed, 3 still parked or resumed elsewhere, 1 tool error.
-    With --due instead of a call id, every call of the store that can go now (in a shared store: everyone's)."""
+    With --due instead of a call id, every call of the store that can go now (in a shared store: everyone's); one
+    that cannot go on does not stop the others, and ends the command with status 5 once they are done."""
     if call_id is None and not due:
         raise UsageError(
             "say which call to resume: `askback inbox resume CALL_ID`, or `--due` for every call of the store that "
@@ -344,7 +346,12 @@ def inbox_resume(
             return [await runtime.resume(call_id)]
         return await runtime.resume_due()
 
-    outcomes = with_runtime(database, work, timeout=timeout, headers=headers)
+    try:
+        outcomes = with_runtime(database, work, timeout=timeout, headers=headers)
+    except ResumeDueError as exc:
+        for outcome in exc.outcomes:  # what the calls that went on came to; then the error line, exit status 5
+            print_outcome(outcome, as_json)
+        raise
     if call_id is None and not outcomes:
         typer.echo("no call can be resumed now")
         return

@@ -173,12 +173,7 @@ async def park(
     run_id: str | None,
 ) -> CallRecord:
     """Park a call the server answered with a task (`created`): round 1, waiting on the server."""
-    task_id = created.get("taskId")
-    if not isinstance(task_id, str) or not task_id:
-        raise ServerProtocolError(
-            f"the MCP server at {server} answered call {call_id} with a task that has no taskId; nothing was kept. "
-            "The server must be fixed to send tasks as SEP-2663 defines them"
-        )
+    task_id, interval = made(created, server=server, call_id=call_id, kept="nothing was kept")
     now = rt.clock.now()
     return await rt.calls.add(
         call_id=call_id,
@@ -194,8 +189,21 @@ async def park(
         deadline=now + rt.settings.answer_wait,
         now=now,
         server_name=conn.server_name,
-        task=(task_id, interval_of(created)),
+        task=(task_id, interval),
     )
+
+
+def made(created: Mapping[str, Any], *, server: str, call_id: str, kept: str) -> tuple[str, float]:
+    """The id and poll interval of the task a server made of call `call_id` (its `CreateTaskResult`, `created`), on
+    the first round or on a later one (questions asked before the task existed); `ServerProtocolError`, saying
+    what became of the call (`kept`), when it names no task."""
+    task_id = created.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise ServerProtocolError(
+            f"the MCP server at {server} answered call {call_id} with a task that has no taskId; {kept}. The server "
+            "must be fixed to send tasks as SEP-2663 defines them"
+        )
+    return task_id, interval_of(created)
 
 
 async def drive(rt: Runtime, record: CallRecord, conn: _sdk.Connection | None) -> Outcome:

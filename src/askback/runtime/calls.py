@@ -35,8 +35,10 @@ from askback.clock import Clock, SystemClock
 from askback.core.capabilities import MRTR_REVISION
 from askback.core.questions import connect_key
 from askback.errors import (
+    CallError,
     CallStateError,
     InvalidAnswerError,
+    ResumeDueError,
     ServerRefusedError,
     UnansweredError,
 )
@@ -318,10 +320,18 @@ class Runtime:
         return outcome
 
     async def resume_due(self, *, limit: int = 100) -> list[Outcome]:
-        """Resume every call that can go now (answered, past its deadline, or abandoned mid-resume)."""
+        """Resume every call that can go now (answered, past its deadline, or abandoned mid-resume), oldest first.
+        A call that cannot go on (its server down or refusing) does not stop the others: once every call has been
+        tried, `ResumeDueError` carries what the others came to and each failed call's error."""
         outcomes: list[Outcome] = []
+        errors: dict[str, CallError] = {}
         for call_id in await self.calls.due(now=self.clock.now(), limit=limit):
-            outcomes.append(await self.resume(call_id))
+            try:
+                outcomes.append(await self.resume(call_id))
+            except CallError as exc:
+                errors[call_id] = exc
+        if errors:
+            raise ResumeDueError(outcomes, errors)
         return outcomes
 
     async def _resume(self, call_id: str, conn: _sdk.Connection | None) -> Outcome:
@@ -340,8 +350,12 @@ class Runtime:
         claim = await self.calls.claim(call_id, record.round, now=now, lease=self.settings.resume_lease)
         if claim is None:
             return Claimed(call_id, record.round)
+        task: tuple[str, float] | None = None
         async with self.calls.sending(call_id, claim, round_=record.round, sent=_wire.responses(decision), now=now):
             outcome = await self._send_round(record, decision, conn)
+            if _tasks.is_task(outcome):  # the answers were what the task needed first: it waits on the server now
+                task = _tasks.made(outcome, server=record.server, call_id=call_id, kept="the call is marked failed")
+                outcome = _tasks.waiting_round(task[0], outcome)
         if decision.cancelled:
             log.info(
                 "call %s round %d: deadline passed, cancelled %s", call_id, record.round, ", ".join(decision.cancelled)
@@ -362,9 +376,12 @@ class Runtime:
             outcome=outcome,
             deadline=now + self.settings.answer_wait,
             now=now,
+            task=task,
         )
         if not settled:
             return Claimed(call_id, record.round)
+        if task is not None:
+            return await self._resume(call_id, None)  # polls the task, as a call the server made a task of at once
         if not asking:
             return Completed(call_id, outcome, rounds=record.round + 1)
         return await self._resume_parked(call_id)

@@ -87,6 +87,8 @@ _PARK_NEXT = (
         updated_at=bindparam("b_at"),
     )
 )
+# A later round answered with a task (its questions asked before the task existed): the call waits on the task now.
+_PARK_ON_TASK = _PARK_NEXT.values(task_id=bindparam("b_task"), poll_interval=bindparam("b_interval"))
 _FINISH = (
     update(_CALLS)
     .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"))
@@ -373,8 +375,10 @@ class ParkedCalls:
         error: str | None = None,
         deadline: float | None = None,
         now: float,
+        task: tuple[str, float] | None = None,
     ) -> bool:
-        """End a claimed resume: parked on the next round (`outcome` asks again), completed (`outcome` is the
+        """End a claimed resume: parked on the next round (`outcome` asks again; with `task`, the (id, poll
+        interval) of a task the server made of the call on this round, waiting on it), completed (`outcome` is the
         result), or failed (`error`). False when the claim was lost (its lease ran out and another took it)."""
 
         def write(conn: Connection) -> bool:
@@ -382,18 +386,19 @@ class ParkedCalls:
             if asking:
                 assert outcome is not None
                 pending = _dumps(outcome)
-                moved = conn.execute(
-                    _PARK_NEXT,
-                    {
-                        "b_id": call_id,
-                        "b_claim": claim,
-                        "b_round": round_ + 1,
-                        "b_pending": pending,
-                        "b_waiting": len(pending_questions(call_id, round_ + 1, outcome)),
-                        "b_deadline": deadline,
-                        "b_at": now,
-                    },
-                )
+                params = {
+                    "b_id": call_id,
+                    "b_claim": claim,
+                    "b_round": round_ + 1,
+                    "b_pending": pending,
+                    "b_waiting": len(pending_questions(call_id, round_ + 1, outcome)),
+                    "b_deadline": deadline,
+                    "b_at": now,
+                }
+                if task is None:
+                    moved = conn.execute(_PARK_NEXT, params)
+                else:
+                    moved = conn.execute(_PARK_ON_TASK, {**params, "b_task": task[0], "b_interval": task[1]})
             else:
                 moved = conn.execute(
                     _FINISH,

@@ -5,7 +5,9 @@ and `tasks/cancel`. `tasks/result` and `tasks/list` are left unbound, so the SDK
 A call becomes a task only when its tool allows it (`tool(task="optional" | "required")`) and the request declares
 the extension in its client capabilities; the row is committed before `CreateTaskResult` is returned, so `tasks/get`
 resolves the id from then on, on every instance. Questions a tool lists in `ask_first` are asked as ordinary MRTR
-rounds on `tools/call` before the task exists, and their answers go into the task's flow. A task is bound to the
+rounds on `tools/call` before the task exists, and their answers go into the task's flow. A `tools/call` that
+carries a `requestState` continues an MRTR flow begun without the extension, so it goes on in MRTR rounds even when
+it declares the extension now (an optional task tool; a required one never began such a flow). A task is bound to the
 principal that created it: another principal's id reads as unknown (-32602), like an expired one.
 
 A task still waiting for answers past its flow deadline is ended (`completed`, "Expired") by the `tasks/update` that
@@ -185,6 +187,10 @@ class TasksExtension(Extension):
         if not _declares(ctx):
             if support == "required":
                 require_client_extension(ctx, TASKS_EXTENSION)
+            return await call_next(ctx)
+        if support == "optional" and params.request_state is not None:
+            # A retry of an MRTR flow that began without the extension: its answers are in its state, and a new task
+            # would ask them again, so it goes on as it began.
             return await call_next(ctx)
         caller = caller_of(get_access_token())
         needed = app.tool_scopes.get(params.name, ())
