@@ -22,7 +22,7 @@ rows counted before and after the next `tasks/get`, which prunes them (no schedu
 
 Figures are printed, never asserted: see benchmarks/README.md.
 
-    python benchmarks/bench_tasks.py            # about a minute on 2 cores
+    python benchmarks/bench_tasks.py            # under half a minute on 2 cores
     python benchmarks/bench_tasks.py --quick    # a few seconds; rough figures
 """
 
