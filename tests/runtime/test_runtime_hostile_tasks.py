@@ -3,7 +3,8 @@
 puts every attack of `hostile_text.ATTACKS` in the task's question (message, title, description, choice label), its
 status message, its result and its error. `askback call` and the inbox commands, in a real pseudo-terminal, show
 each escape and let none of those bytes through; a form the runtime cannot render is parked with what is wrong, as
-in an MRTR round."""
+in an MRTR round. A later round answered with a task that names none fails the call with what was wrong; one whose
+id is full of escapes is polled to its result."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from test_runtime_terminal_text import askback_quietly, assert_nothing_raw, asse
 from tests.fixtures.hostile_server import serving_hostile
 from tests.fixtures.hostile_text import ATTACKS, EVERY_ATTACK
 
+from askback.errors import ServerProtocolError, ServerRefusedError
 from askback.runtime import Answer, Completed, Parked, Runtime, WebInbox
 from askback.settings import load_settings
 from askback.testing import free_port
@@ -112,3 +114,41 @@ async def test_an_in_task_form_the_runtime_cannot_render_is_parked_with_what_is_
     assert await runtime.answer(outcome.call_id, question.key, Answer("decline")) == 0
     done = await runtime.resume(outcome.call_id)
     assert isinstance(done, Completed) and done.text == "answers: ok=decline\ndone"
+
+
+@pytest.mark.parametrize(
+    "later", [{}, {"taskId": 12}, {"taskId": ""}, {"taskId": None}], ids=["none", "12", "", "null"]
+)
+async def test_a_later_round_answered_with_a_task_that_names_none_fails_the_call_with_what_was_wrong(
+    runtime: Runtime, hostile: tuple[str, Path], later: dict[str, object]
+) -> None:
+    url, _ = hostile
+    outcome = await runtime.call_tool(url, "escapes", {"task_on_retry": later}, principal="ada")
+    assert isinstance(outcome, Parked), outcome
+    (question,) = outcome.questions
+    await runtime.answer(outcome.call_id, question.key, Answer("decline"))
+    with pytest.raises(ServerProtocolError) as unreadable:
+        await runtime.resume(outcome.call_id)
+    said = str(unreadable.value)
+    assert f"answered call {outcome.call_id} with a task that has no taskId; the call is marked failed" in said
+    record = await runtime.calls.get(outcome.call_id)
+    assert (record.status, record.task_id) == ("failed", None)
+    with pytest.raises(ServerRefusedError):  # it stays failed, and says why
+        await runtime.resume(outcome.call_id)
+
+
+async def test_a_later_round_s_task_with_an_id_full_of_escapes_is_polled_to_its_result(
+    runtime: Runtime, hostile: tuple[str, Path]
+) -> None:
+    url, _ = hostile
+    task_id = "t\r\nX-Injected: 1\x1b]52;c;aGk=\x07\u202e"
+    later = {"taskId": task_id, "pollIntervalMs": -5}
+    outcome = await runtime.call_tool(url, "escapes", {"task_on_retry": later}, principal="ada")
+    assert isinstance(outcome, Parked), outcome
+    (question,) = outcome.questions
+    await runtime.answer(outcome.call_id, question.key, Answer("decline"))
+    done = await runtime.resume(outcome.call_id)
+    assert isinstance(done, Completed), done
+    assert done.text.startswith(f"answers: {question.key}=decline")
+    record = await runtime.calls.get(outcome.call_id)
+    assert record.task_id == task_id and record.poll_interval is not None and record.poll_interval > 0

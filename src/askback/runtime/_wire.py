@@ -183,11 +183,12 @@ def refused(exc: MCPError, *, call_id: str, round_: int, modes: frozenset[Mode])
 
 
 def refusal(message: str, *, code: int | None, data: Any, kept: str) -> ServerRefusedError:
-    """A `ServerRefusedError`; when the server says to retry (`data.retryable`), its message says what became of the
+    """A `ServerRefusedError`; when the server says to retry (`.retryable`), its message says what became of the
     call (`kept`)."""
-    if isinstance(data, Mapping) and data.get("retryable") is True:
-        message = f"{message}; the server says to retry, so {kept}"
-    return ServerRefusedError(message, code=code, data=data)
+    refused = ServerRefusedError(message, code=code, data=data)
+    if not refused.retryable:
+        return refused
+    return ServerRefusedError(f"{message}; the server says to retry, so {kept}", code=code, data=data)
 
 
 def later(call_id: str) -> str:

@@ -352,16 +352,13 @@ class ParkedCalls:
         retryable refusal, a cancel) gives the claim back, and the call stays parked as it was, with its answers."""
         try:
             yield
-        except (ServerRefusedError, ServerProtocolError) as exc:
-            if not (isinstance(exc, ServerRefusedError) and exc.retryable):
+        except BaseException as exc:
+            refused = isinstance(exc, ServerRefusedError) and not exc.retryable
+            if refused or isinstance(exc, ServerProtocolError):
                 await self.settle(call_id, claim, round_=round_, sent=sent, outcome=None, error=str(exc), now=now)
-                raise
-            with anyio.CancelScope(shield=True):
-                await self.release(call_id, claim)
-            raise
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self.release(call_id, claim)
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self.release(call_id, claim)
             raise
 
     async def settle(
