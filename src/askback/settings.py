@@ -20,6 +20,8 @@
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 | `ASKBACK_LINK_TTL` | connected accounts: seconds an authorization link stays usable until it is opened | `600` |
 | `ASKBACK_PROVIDER_VISIT_TTL` | connected accounts: seconds a person has, once the link is opened, to sign in at the provider and come back | `1800` |
+| `ASKBACK_SESSION_TTL` | people's sign-in: seconds a session lasts from sign-in (60 to 2592000) | `28800` |
+| `ASKBACK_SESSIONS_PER_PERSON` | people's sign-in: sessions one person may hold at once; signing in past it ends their oldest (1 to 1000) | `10` |
 | `ASKBACK_LOG_FORMAT` | `askback serve`'s log lines: `auto` (text on a terminal, JSON otherwise), `json` or `text` | `auto` |
 | `ASKBACK_ANSWER_WAIT` | agent runtime: seconds a parked round waits for its answers before each unanswered question is answered `cancel` | `86400` |
 | `ASKBACK_CALL_MAX_ROUNDS` | agent runtime: rounds one call may take before the runtime gives up on it | `10` |
@@ -74,6 +76,10 @@ class Settings(BaseSettings):
     link_ttl: float = Field(default=600.0, gt=0)
     provider_visit_ttl: float = Field(default=1800.0, gt=0)
     refresh_leeway: float = Field(default=60.0, ge=0)
+    # People's sign-in on the hosted pages and the web inbox (`askback.identity.PeopleSignIn`): how long a session
+    # lasts from sign-in, and how many one person may hold at once (signing in past it ends their oldest).
+    session_ttl: float = Field(default=8 * 3600.0, ge=60, le=30 * 86400)
+    sessions_per_person: int = Field(default=10, ge=1, le=1000)
     # The agent runtime: how long a parked round waits for people, how many rounds a call may take, whether its
     # calls declare the tasks extension (so a server may run one as a task), how long a resume stays claimed by a
     # process that stopped half-way, and whether loopback http links are shown.

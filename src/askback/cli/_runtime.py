@@ -18,6 +18,7 @@ from askback.cli.output import ExitStatus, UsageError
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
+    from askback.db.migrate import Component
     from askback.runtime import ParkedQuestion, Runtime
     from askback.runtime.calls import Outcome
     from askback.runtime.questions import Mode
@@ -117,6 +118,7 @@ def with_runtime(
     timeout: float = DEFAULT_TIMEOUT,
     settings_given: Mapping[str, Any] | None = None,
     headers: Callable[[str], Mapping[str, str]] | None = None,
+    components: tuple[Component, ...] = (),
 ) -> _T:
     from askback.cli.db import run_with_database
     from askback.runtime import Runtime, WebInbox
@@ -126,7 +128,15 @@ def with_runtime(
     url = database or settings.database_url
 
     async def run() -> _T:
-        runtime = await Runtime.open(url, settings=settings, renderers=renderers or (WebInbox(),), timeout=timeout)
+        if components:
+            # An extension keeping its rows in the runtime's store (the inbox's people's sign-in): one store for both.
+            from askback.runtime.parked_calls import MIGRATIONS
+            from askback.store import Store
+
+            store = await Store.open(url, components=(MIGRATIONS, *components))
+            runtime = Runtime(store, settings=settings, renderers=renderers or (WebInbox(),), timeout=timeout)
+        else:
+            runtime = await Runtime.open(url, settings=settings, renderers=renderers or (WebInbox(),), timeout=timeout)
         runtime.headers = headers
         try:
             return await work(runtime)

@@ -429,29 +429,35 @@ def inbox_serve(
     if webhook_secret_env is not None and not hooks:
         raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
     headers = bearer(token, token_server, one_server=False)
-    principal = inbox_people(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
+    people = inbox_people(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
+    sign_in = people.sign_in
 
     async def work(runtime: Runtime) -> None:
         from starlette.applications import Starlette
         from starlette.routing import Mount, Route
 
+        from askback.extension import ExtensionContext
         from askback.runtime.inbox import inbox_app as build
         from askback.runtime.webhooks import RECEIVER_PATH, webhook_receiver
 
-        app: Any = build(runtime, principal=principal, resume=resume)
+        if sign_in is not None:
+            # Sessions live in the runtime's store, so signing out ends them for every inbox sharing it.
+            await sign_in.start(ExtensionContext(store=runtime.store, settings=runtime.settings, clock=runtime.clock))
+        app: Any = build(runtime, principal=people.principal, resume=resume)
         if hooks:
             receiver = webhook_receiver(runtime, secrets=hooks)
             app = Starlette(routes=[Route(RECEIVER_PATH, receiver), Mount("/", app=app)])
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+        if people.notice is not None:
+            typer.echo(people.notice, err=True)
         typer.echo(f"askback inbox: http://{host}:{port}/", err=True)
         try:
             await uvicorn.Server(config).serve()
         finally:
-            close = getattr(principal, "close", None)
-            if close is not None:
-                await close()
+            if sign_in is not None:
+                await sign_in.close()
 
-    with_runtime(database, work, headers=headers)
+    with_runtime(database, work, headers=headers, components=() if sign_in is None else tuple(sign_in.migrations))
 
 
 def register(app: typer.Typer) -> None:

@@ -36,7 +36,13 @@ __all__ = [
 
 # The modules whose `MIGRATIONS` attribute is a component, in the order they are upgraded. A product that keeps
 # tables adds its module here.
-_PRODUCTS = ("askback.store", "askback.accounts.schema", "askback.runtime.parked_calls", "askback.webhooks.schema")
+_PRODUCTS = (
+    "askback.store",
+    "askback.accounts.schema",
+    "askback.runtime.parked_calls",
+    "askback.webhooks.schema",
+    "askback.identity.schema",
+)
 
 SchemaStatus = Literal["current", "missing", "behind", "ahead"]
 

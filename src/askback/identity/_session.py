@@ -1,11 +1,12 @@
 """What a browser holds of a person's sign-in: the session cookie, and the short-lived cookie of a sign-in under way.
 
 Both are values signed with the site's session secret (itsdangerous, each under its own salt, so one can never be
-taken for the other) and carry their own expiry, read against an injected clock:
+taken for the other):
 
-- a session (`Session`): the principal, and when the session ends;
+- a session: only its random id, which names its row in the shared store (`_sessions.Sessions`: whose session it is,
+  when it ends, and whether it was ended), so signing out ends it for every copy of the cookie;
 - a sign-in under way (`PendingSignIn`): the `state` sent to the provider, the `nonce` its ID token must carry, the
-  path to come back to, and when it stops being accepted (ten minutes).
+  path to come back to, and when it stops being accepted (ten minutes), read against an injected clock.
 
 The PKCE verifier of a sign-in is never stored: it is derived from its `state` under the secret (`code_verifier`),
 so the cookie holds nothing that would let anyone who reads it redeem a code. Everything here is pure: values in,
@@ -23,22 +24,14 @@ from typing import Any
 
 from itsdangerous import BadData, URLSafeSerializer
 
-__all__ = ["PendingSignIn", "Session", "SessionSigner", "code_challenge"]
+__all__ = ["PendingSignIn", "SessionSigner", "code_challenge"]
 
 MIN_SECRET_BYTES = 32
 PENDING_TTL = 600.0
 _SESSION_SALT = "askback.identity.session"
 _PENDING_SALT = "askback.identity.sign-in"
 _PKCE_LABEL = b"askback.identity.pkce\x00"
-_MAX_PRINCIPAL = 512
-
-
-@dataclass(frozen=True)
-class Session:
-    """A signed-in person: `principal`, until `expires` (seconds since the epoch)."""
-
-    principal: str
-    expires: float
+_MAX_SESSION_ID = 128
 
 
 @dataclass(frozen=True)
@@ -77,21 +70,19 @@ class SessionSigner:
     def __repr__(self) -> str:
         return "SessionSigner()"
 
-    def session_value(self, session: Session) -> str:
-        value: str = self._sessions.dumps({"p": session.principal, "e": session.expires})
+    def session_value(self, session_id: str) -> str:
+        """The session cookie's value: the session id, signed."""
+        value: str = self._sessions.dumps({"s": session_id})
         return value
 
-    def session_of(self, value: str | None, *, now: float) -> Session | None:
-        """The session a cookie holds; `None` for no cookie, a bad signature, or one that has ended."""
+    def session_id_of(self, value: str | None) -> str | None:
+        """The session id a cookie holds; `None` for no cookie or a bad signature. Whether that session still lasts
+        is the store's to say."""
         data = self._load(self._sessions, value)
-        if data is None:
+        session_id = None if data is None else data.get("s")
+        if not isinstance(session_id, str) or not 0 < len(session_id) <= _MAX_SESSION_ID:
             return None
-        principal, expires = data.get("p"), data.get("e")
-        if not isinstance(principal, str) or not 0 < len(principal) <= _MAX_PRINCIPAL:
-            return None
-        if not isinstance(expires, (int, float)) or isinstance(expires, bool) or now >= expires:
-            return None
-        return Session(principal, float(expires))
+        return session_id
 
     def pending_value(self, pending: PendingSignIn) -> str:
         value: str = self._pending.dumps(

@@ -10,16 +10,18 @@ The flow is the authorization code flow with PKCE (S256), a `state` and a `nonce
    cookie holds (a callback brought by another browser, or after ten minutes, is refused), the code is redeemed at
    the token endpoint (client_secret_basic, with the verifier), and the ID token verified (signature against the
    issuer's published keys, `iss`, `aud`, times, `nonce`);
-4. the session cookie `askback_session` is set (signed; the principal and its end; HttpOnly, SameSite=Lax, Secure
-   unless the site is plain http on loopback, Path=/) and the person sent (303) back to `next`, a path on this site
-   only.
+4. a session begins in the shared store (`_sessions`: the person, for `ASKBACK_SESSION_TTL`, at most
+   `ASKBACK_SESSIONS_PER_PERSON` of them), the session cookie `askback_session` is set (its random id, signed;
+   HttpOnly, SameSite=Lax, Secure unless the site is plain http on loopback, Path=/) and the person sent (303) back
+   to `next`, a path on this site only.
 
-`POST {prefix}/sign-out` (from the form at `GET {prefix}/sign-out`, through `askback.asgi.FormGuard`) clears the
-session cookie. A provider's `error=`, a bad state or an ID token that does not verify is a problem page, and nothing
+`POST {prefix}/sign-out` (from the form at `GET {prefix}/sign-out`, through `askback.asgi.FormGuard`) ends the
+session in the store, for every copy of the cookie on every instance, and clears the cookie. A provider's `error=`, a bad state or an ID token that does not verify is a problem page, and nothing
 is set. Nothing the issuer sends (a code, a token) is ever written in a page or a message.
 
 `PeopleSignIn` is an `askback.pages.SignIn` (who is signed in, where to sign in) for the account pages and the web
-inbox, and an `askback.extension.Extension` that serves these routes `Open()` under `prefix`.
+inbox, and an `askback.extension.Extension` that keeps its sessions in the app's store (its own migrations) and serves
+these routes `Open()` under `prefix`.
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
+from askback.identity import schema
 from askback.identity._discovery import IssuerMetadata, check_issuer, discover, is_loopback
 from askback.identity._jwt import verify_id_token
 from askback.identity._keys import KeyCache
-from askback.identity._session import PENDING_TTL, PendingSignIn, Session, SessionSigner, code_challenge
+from askback.identity._session import PENDING_TTL, PendingSignIn, SessionSigner, code_challenge
+from askback.identity._sessions import Sessions
 from askback.pages import PageKit, safe_next_path
 
 __all__ = ["PeopleSignIn"]
@@ -85,10 +89,13 @@ class PeopleSignIn:
     `base_url` is where people reach the site (https, or http on loopback for development): the redirect URI
     registered at the issuer is `{base_url}{prefix}/callback`. `session_secret` (at least 32 bytes, the same on
     every instance) signs the cookies; `principal_claim` of the ID token names the person; a session lasts
-    `session_ttl` seconds. `http` is the client for the issuer (one of its own when `None`, closed by `close`)."""
+    `session_ttl` seconds and one person holds at most `sessions_per_person` (both from the settings it is started
+    with when `None`: `ASKBACK_SESSION_TTL`, `ASKBACK_SESSIONS_PER_PERSON`). `http` is the client for the issuer
+    (one of its own when `None`, closed by `close`). Sessions live in the store it is started with (`start`), so it
+    serves nobody before it starts."""
 
     name = "sign-in"
-    migrations = ()
+    migrations = (schema.MIGRATIONS,)
     COOKIE = "askback_session"
 
     def __init__(
@@ -100,7 +107,8 @@ class PeopleSignIn:
         base_url: str,
         session_secret: SecretStr | str | bytes,
         principal_claim: str = "sub",
-        session_ttl: float = 8 * 3600.0,
+        session_ttl: float | None = None,
+        sessions_per_person: int | None = None,
         prefix: str = "/auth",
         http: httpx.AsyncClient | None = None,
         clock: Clock | None = None,
@@ -123,8 +131,10 @@ class PeopleSignIn:
             raise ConfigurationError(
                 "The people's sign-in needs its client id at the issuer (ASKBACK_SIGNIN_CLIENT_ID)."
             )
-        if session_ttl <= 0:
+        if session_ttl is not None and session_ttl <= 0:
             raise ConfigurationError("The people's sign-in needs a session lifetime above 0 seconds.")
+        if sessions_per_person is not None and sessions_per_person < 1:
+            raise ConfigurationError("The people's sign-in needs at least one session per person.")
         try:
             self._signer = SessionSigner(_secret_bytes(session_secret))
         except ValueError:
@@ -137,7 +147,10 @@ class PeopleSignIn:
         self.base_url = base_url.rstrip("/")
         self.prefix = "/" + prefix.strip("/")
         self.principal_claim = principal_claim
-        self.session_ttl = float(session_ttl)
+        self._ttl_given, self._per_person_given = session_ttl, sessions_per_person
+        self.session_ttl = float(session_ttl or 8 * 3600.0)
+        self.sessions_per_person = sessions_per_person or 10
+        self._sessions: Sessions | None = None
         self.secure = site.scheme == "https"
         self._site_path = site.path.rstrip("/")
         self.redirect_uri = f"{self.base_url}{self.prefix}/callback"
@@ -195,9 +208,22 @@ class PeopleSignIn:
 
     # --- the extension ----------------------------------------------------------------------------------------------
 
-    async def start(self, context: ExtensionContext | None = None) -> None:
-        """Nothing to open: the issuer's metadata is read on the first sign-in (an issuer down at start-up is a
-        page saying so, not a server that does not start)."""
+    async def start(self, context: ExtensionContext) -> None:
+        """Keep sessions in `context.store`, for as long as its settings say unless given. The issuer's metadata is
+        read on the first sign-in (an issuer down at start-up is a page saying so, not a server that does not
+        start)."""
+        settings = context.settings
+        self.session_ttl = float(self._ttl_given or settings.session_ttl)
+        self.sessions_per_person = self._per_person_given or settings.sessions_per_person
+        self._sessions = Sessions(context.store)
+
+    def _store(self) -> Sessions:
+        if self._sessions is None:
+            raise ConfigurationError(
+                "The people's sign-in was not started, so it has nowhere to keep sessions: give it to "
+                "Askback(..., extensions=[...]), or start it with the store (PeopleSignIn.start)."
+            )
+        return self._sessions
 
     async def close(self) -> None:
         """Close the HTTP client of its own, if it made one."""
@@ -209,17 +235,25 @@ class PeopleSignIn:
     # --- the SignIn -------------------------------------------------------------------------------------------------
 
     async def __call__(self, request: Request) -> str | None:
-        session = self._signer.session_of(request.cookies.get(self.COOKIE), now=self._clock.now())
-        return None if session is None else session.principal
+        session_id = self._signer.session_id_of(request.cookies.get(self.COOKIE))
+        if session_id is None:
+            return None
+        return await self._store().principal_of(session_id, now=self._clock.now())
 
     def sign_in_url(self, request: Request, next_path: str) -> str | None:
         """`{prefix}/sign-in`, coming back to `next_path` when it is a path on this site (else to `/`)."""
         back = safe_next_path(next_path) or "/"
         return f"{self._site_path}{self.prefix}/sign-in?{urlencode({'next': back})}"
 
-    def session_cookie(self, principal: str) -> str:
-        """The value of a session cookie that signs `principal` in from now (for a deployment's own tests)."""
-        return self._signer.session_value(Session(principal, self._clock.now() + self.session_ttl))
+    async def session_cookie(self, principal: str) -> str:
+        """The value of a session cookie that signs `principal` in from now: a session begun in the store as a
+        sign-in begins one (for a deployment's own tests)."""
+        return self._signer.session_value(await self._begin(principal))
+
+    async def _begin(self, principal: str) -> str:
+        return await self._store().begin(
+            principal, now=self._clock.now(), ttl=self.session_ttl, per_person=self.sessions_per_person
+        )
 
     # --- the issuer -------------------------------------------------------------------------------------------------
 
@@ -399,10 +433,11 @@ class PeopleSignIn:
                 f"The sign-in provider did not say who you are (the claim {self.principal_claim} of its ID token). "
                 "Nobody was signed in.",
             )
+        session_id = await self._begin(principal)
         response = _KIT.redirect(safe_next_path(pending.next_path) or "/")
         response.set_cookie(
             self.COOKIE,
-            self._signer.session_value(Session(principal, self._clock.now() + self.session_ttl)),
+            self._signer.session_value(session_id),
             max_age=int(self.session_ttl),
             path="/",
             httponly=True,
@@ -419,6 +454,9 @@ class PeopleSignIn:
         form = await request.form(max_files=0, max_fields=4, max_part_size=1024)
         if self._guard.check(request, form) is not None:
             return _problem(request, 403)
+        session_id = self._signer.session_id_of(request.cookies.get(self.COOKIE))
+        if session_id is not None:
+            await self._store().end(session_id)
         response = _KIT.page(request, "signed_out.html")
         response.delete_cookie(self.COOKIE, path="/", httponly=True, samesite="lax", secure=self.secure)
         return response

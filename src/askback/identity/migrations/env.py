@@ -1,0 +1,9 @@
+"""Alembic's entry point for people's sign-in's history, run only by askback's migration runner
+(`askback.db.migrate`) on the connection it passes in. Run it with `askback db upgrade`."""
+
+from __future__ import annotations
+
+from askback.db.migrate import run_env
+from askback.identity._models import Base
+
+run_env(Base.metadata)
