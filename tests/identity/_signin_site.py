@@ -1,7 +1,8 @@
 """A site whose people sign in with OpenID Connect at oidc-provider (`askback.identity.PeopleSignIn`), for a test
 module: the sign-in at `/auth` and the hosted account pages at `/accounts` (their store, vault and connection as in
-`_accounts_site`) served by uvicorn on the module's listening socket, with a frozen clock; and the steps a person
-takes through the provider's pages in Chromium; another site to post forms from (`OtherSite`)."""
+`_accounts_site`) served by uvicorn on the module's listening socket, with a frozen clock; a sign-in started on a
+store of its own (`sign_in_started`); and the steps a person takes through the provider's pages in Chromium; another site to
+post forms from (`OtherSite`)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ from askback.accounts.tokens import TokenKeeper
 from askback.accounts.vault import Vault, new_key
 from askback.clock import FrozenClock
 from askback.db.migrate import all_components
+from askback.extension import ExtensionContext
 from askback.identity import PeopleSignIn
+from askback.settings import load_settings
 from askback.store import Store
 from infra import OidcProvider, QuietHandler
 
@@ -49,16 +52,32 @@ def redirect_uris(base: str) -> list[str]:
     return [f"{base}{AUTH}/callback", f"{base}{ACCOUNTS}/callback"]
 
 
-def people_sign_in(provider: OidcProvider, base: str, clock: FrozenClock, **more: object) -> PeopleSignIn:
+def people_sign_in(
+    provider: OidcProvider, base: str, clock: FrozenClock, *, secret: str | None = None, **more: object
+) -> PeopleSignIn:
     return PeopleSignIn(
         issuer=provider.issuer,
         client_id=provider.client_id,
         client_secret=SecretStr(provider.client_secret),
         base_url=base,
-        session_secret=secrets.token_bytes(32),
+        session_secret=secret or secrets.token_bytes(32),
         clock=clock,
         **more,  # type: ignore[arg-type]
     )
+
+
+@contextlib.asynccontextmanager
+async def sign_in_started(sign_in: PeopleSignIn, database: Path, **settings: object) -> AsyncIterator[Store]:
+    """`sign_in` started (as an app starts its extensions) on a store at `database`, with `settings`
+    (`session_ttl=...`); the store, for a test to look at its rows."""
+    url = f"sqlite:///{database}"
+    store = await Store.open(url, migrate=True, components=all_components())
+    try:
+        await sign_in.start(ExtensionContext(store, load_settings(database_url=url, **settings), FrozenClock()))
+        yield store
+    finally:
+        await sign_in.close()
+        await store.close()
 
 
 @dataclass
@@ -69,6 +88,8 @@ class SignInSite:
     accounts: Accounts
     clock: FrozenClock
     provider: OidcProvider
+    database: Path
+    secret: str  # the session secret, for a second instance of the site
 
     def url(self, path: str, **query: str) -> str:
         return f"{self.base}{path}" + (f"?{urlencode(query)}" if query else "")
@@ -106,14 +127,16 @@ async def serve_sign_in_site(
         base_url=base,
         prefix=ACCOUNTS,
     )
-    sign_in = people_sign_in(provider, base, clock)
+    secret = secrets.token_urlsafe(32)
+    sign_in = people_sign_in(provider, base, clock, secret=secret)
+    await sign_in.start(ExtensionContext(store, load_settings(database_url=f"sqlite:///{database}"), clock))
     served = Starlette(routes=[Mount(AUTH, app=sign_in.app), Mount(ACCOUNTS, app=pages_app(service, sign_in))])
     server = uvicorn.Server(uvicorn.Config(served, lifespan="off", log_level="warning", timeout_graceful_shutdown=5))
     try:
         # The socket already listens: a request made before uvicorn takes it waits in the kernel's queue.
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve, [listener])
-            yield SignInSite(base, sign_in, service, accounts, clock, provider)
+            yield SignInSite(base, sign_in, service, accounts, clock, provider, database, secret)
             server.should_exit = True
     finally:
         await sign_in.close()

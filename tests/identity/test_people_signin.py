@@ -34,6 +34,7 @@ from _signin_site import (
     redirect_uris,
     serve_sign_in_site,
     sign_in_as,
+    sign_in_started,
 )
 from pydantic import SecretStr
 from starlette.applications import Starlette
@@ -164,7 +165,8 @@ async def test_a_cross_site_sign_out_post_is_refused_and_the_person_stays_signed
     site: SignInSite, browser: Browser, people: list[BrowserContext]
 ) -> None:
     page = await person(browser, people)
-    await page.context.add_cookies([{"name": COOKIE, "value": site.sign_in.session_cookie("alice"), "url": site.base}])
+    alice = await site.sign_in.session_cookie("alice")
+    await page.context.add_cookies([{"name": COOKIE, "value": alice, "url": site.base}])
     other = OtherSite()
     with serving_http(other.server):
         await page.goto(other.page(site.url(f"{AUTH}/sign-out")))
@@ -184,7 +186,7 @@ async def test_a_cross_site_sign_out_post_is_refused_and_the_person_stays_signed
 async def test_a_key_form_posted_from_another_site_by_a_signed_in_person_stores_nothing(site: SignInSite) -> None:
     link, account = await site.link("alice", "notes")
     async with httpx.AsyncClient(
-        base_url=site.base, timeout=10, cookies={COOKIE: site.sign_in.session_cookie("alice")}
+        base_url=site.base, timeout=10, cookies={COOKIE: await site.sign_in.session_cookie("alice")}
     ) as http:
         shown = await http.get(link)
         assert shown.status_code == 200
@@ -198,26 +200,26 @@ async def test_a_key_form_posted_from_another_site_by_a_signed_in_person_stores_
 
 
 async def test_over_https_the_session_cookie_is_secure_and_an_off_site_next_is_ignored(
-    provider: OidcProvider, browser: Browser, people: list[BrowserContext]
+    provider: OidcProvider, browser: Browser, people: list[BrowserContext], tmp_path: Path
 ) -> None:
     clock = FrozenClock()
     sign_in = people_sign_in(provider, HTTPS_SITE, clock)
     transport = httpx.ASGITransport(app=Starlette(routes=[Mount(AUTH, app=sign_in.app)]))
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url=HTTPS_SITE) as http:
-            started = await http.get(f"{AUTH}/sign-in", params={"next": "https://evil.example/"})
-            assert started.status_code == 303
-            page = await person(browser, people)
-            callbacks: list[str] = []
-            page.on("request", lambda r: callbacks.append(r.url) if r.url.startswith(HTTPS_SITE) else None)
-            await page.goto(started.headers["location"])
-            await sign_in_as(page, provider.issuer, "carol")
-            with anyio.fail_after(10):
-                while not callbacks:
-                    await page.wait_for_event("requestfailed")
-            back = await http.get(f"{AUTH}/callback?{urlsplit(callbacks[0]).query}")
-    finally:
-        await sign_in.close()
+    async with (
+        sign_in_started(sign_in, tmp_path / "askback.db"),
+        httpx.AsyncClient(transport=transport, base_url=HTTPS_SITE) as http,
+    ):
+        started = await http.get(f"{AUTH}/sign-in", params={"next": "https://evil.example/"})
+        assert started.status_code == 303
+        page = await person(browser, people)
+        callbacks: list[str] = []
+        page.on("request", lambda r: callbacks.append(r.url) if r.url.startswith(HTTPS_SITE) else None)
+        await page.goto(started.headers["location"])
+        await sign_in_as(page, provider.issuer, "carol")
+        with anyio.fail_after(10):
+            while not callbacks:
+                await page.wait_for_event("requestfailed")
+        back = await http.get(f"{AUTH}/callback?{urlsplit(callbacks[0]).query}")
     assert back.status_code == 303 and back.headers["location"] == "/"  # not to evil.example
     [session] = [v for k, v in back.headers.multi_items() if k == "set-cookie" and v.startswith(f"{COOKIE}=")]
     flags = {part.strip().lower() for part in session.split(";")[1:]}
@@ -233,22 +235,29 @@ async def who_signs_out(sign_in: PeopleSignIn, value: str | None) -> str:
     return next(line for line in page.text.splitlines() if "signed in" in line)
 
 
-async def test_a_tampered_expired_or_foreign_session_cookie_is_nobody(provider: OidcProvider) -> None:
+async def test_a_tampered_expired_or_foreign_session_cookie_is_nobody(provider: OidcProvider, tmp_path: Path) -> None:
     clock = FrozenClock()
     sign_in = people_sign_in(provider, "http://127.0.0.1:9", clock, session_ttl=3600)
     other = people_sign_in(provider, "http://127.0.0.1:9", clock)
-    good = sign_in.session_cookie("alice")
+    async with sign_in_started(sign_in, tmp_path / "a.db"), sign_in_started(other, tmp_path / "b.db"):
+        await tampered_expired_or_foreign(sign_in, await other.session_cookie("alice"), clock)
+
+
+async def tampered_expired_or_foreign(sign_in: PeopleSignIn, foreign: str, clock: FrozenClock) -> None:
+    good = await sign_in.session_cookie("alice")
     # A character inside the signature (the last one may differ only in padding bits a decoder ignores).
     flipped = good[:-5] + ("A" if good[-5] != "A" else "B") + good[-4:]
     nobody = "<p>Nobody is signed in in this browser.</p>"
 
     assert await who_signs_out(sign_in, good) == "<p>You are signed in as alice.</p>"
     assert await who_signs_out(sign_in, flipped) == nobody
-    assert await who_signs_out(sign_in, other.session_cookie("alice")) == nobody  # signed with another secret
-    payload, signature = good.rsplit(".", 1)
-    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    swapped = base64.urlsafe_b64encode(json.dumps({**claims, "p": "mallory"}).encode()).decode().rstrip("=")
-    assert await who_signs_out(sign_in, f"{swapped}.{signature}") == nobody  # alice's signature on mallory
+    assert await who_signs_out(sign_in, foreign) == nobody  # signed with another secret
+    mallory = await sign_in.session_cookie("mallory")
+    _, signature = good.rsplit(".", 1)
+    theirs, _ = mallory.rsplit(".", 1)
+    claims = json.loads(base64.urlsafe_b64decode(theirs + "=" * (-len(theirs) % 4)))
+    swapped = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    assert await who_signs_out(sign_in, f"{swapped}.{signature}") == nobody  # alice's signature on mallory's id
     clock.advance(3599)
     assert await who_signs_out(sign_in, good) == "<p>You are signed in as alice.</p>"
     clock.advance(1)
