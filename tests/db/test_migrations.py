@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from askback.accounts.schema import MIGRATIONS as ACCOUNTS
 from askback.db import migrate
 from askback.errors import ConfigurationError
+from askback.identity.schema import MIGRATIONS as IDENTITY
 from askback.runtime.parked_calls import MIGRATIONS as RUNTIME
 from askback.store import MIGRATIONS, Store
 from askback.webhooks.schema import MIGRATIONS as WEBHOOKS
@@ -90,5 +91,5 @@ async def test_each_component_is_judged_against_its_own_history(any_database: st
 
 
 def test_askback_db_upgrade_knows_every_component_askback_ships() -> None:
-    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME, WEBHOOKS)
+    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME, WEBHOOKS, IDENTITY)
     assert len({c.version_table for c in migrate.all_components()}) == len(migrate.all_components())
