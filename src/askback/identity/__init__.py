@@ -16,8 +16,9 @@ The public surface is this module; names are imported on first use. The parts:
 - `_introspection`: opaque tokens through RFC 7662 introspection, with a short cache.
 - `_resource`: `ResourceServer`, the bearer check and the extension serving the protected resource metadata
   (RFC 9728).
-- `_signin`, `_session`: `PeopleSignIn`, people signed in on the pages askback hosts (OpenID Connect, authorization
-  code with PKCE) and the signed session cookie that remembers them.
+- `_signin`, `_session`, `_sessions`: `PeopleSignIn`, people signed in on the pages askback hosts (OpenID Connect,
+  authorization code with PKCE), the signed cookie holding their session's id, and the sessions in the shared store
+  (`_models`, and `schema`: their migration history), which sign-out ends on every instance.
 """
 
 from __future__ import annotations
