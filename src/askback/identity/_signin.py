@@ -41,6 +41,7 @@ from starlette.routing import Route
 
 from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
+from askback.core.caller import principal_of
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity._discovery import IssuerMetadata, check_issuer, discover, is_loopback
@@ -85,7 +86,11 @@ class PeopleSignIn:
     `base_url` is where people reach the site (https, or http on loopback for development): the redirect URI
     registered at the issuer is `{base_url}{prefix}/callback`. `session_secret` (at least 32 bytes, the same on
     every instance) signs the cookies; `principal_claim` of the ID token names the person; a session lasts
-    `session_ttl` seconds. `http` is the client for the issuer (one of its own when `None`, closed by `close`)."""
+    `session_ttl` seconds. `http` is the client for the issuer (one of its own when `None`, closed by `close`).
+
+    The person is a principal as `askback.core.caller.principal_of` spells it, the deployment's home issuer being
+    `tokens_issuer` (the issuer of `/mcp`'s tokens, `ASKBACK_AUTH_ISSUER`) when one is given, else `issuer`: people
+    of an issuer other than the tokens' are `<issuer>#<sub>`, and never open what a token of another issuer owns."""
 
     name = "sign-in"
     migrations = ()
@@ -100,6 +105,7 @@ class PeopleSignIn:
         base_url: str,
         session_secret: SecretStr | str | bytes,
         principal_claim: str = "sub",
+        tokens_issuer: str | None = None,
         session_ttl: float = 8 * 3600.0,
         prefix: str = "/auth",
         http: httpx.AsyncClient | None = None,
@@ -137,6 +143,7 @@ class PeopleSignIn:
         self.base_url = base_url.rstrip("/")
         self.prefix = "/" + prefix.strip("/")
         self.principal_claim = principal_claim
+        self.home_issuer = tokens_issuer or self.issuer
         self.session_ttl = float(session_ttl)
         self.secure = site.scheme == "https"
         self._site_path = site.path.rstrip("/")
@@ -169,7 +176,8 @@ class PeopleSignIn:
         """The sign-in configured by `environ` (the process's environment when `None`): the issuer
         `ASKBACK_SIGNIN_ISSUER` (people's issuer, when it is not the tokens' one) else `ASKBACK_AUTH_ISSUER`,
         `ASKBACK_SIGNIN_CLIENT_ID`, `ASKBACK_SIGNIN_CLIENT_SECRET`, `ASKBACK_SESSION_SECRET`, `ASKBACK_PUBLIC_URL`
-        and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`). A missing value is a `ConfigurationError` naming it."""
+        and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`); `ASKBACK_AUTH_ISSUER` is the tokens' issuer, whose
+        subjects are bare principals. A missing value is a `ConfigurationError` naming it."""
         env = os.environ if environ is None else environ
 
         def need(name: str, what: str) -> str:
@@ -188,6 +196,7 @@ class PeopleSignIn:
             base_url=need("ASKBACK_PUBLIC_URL", "the URL people reach the site at"),
             session_secret=SecretStr(need("ASKBACK_SESSION_SECRET", "a session secret of at least 32 bytes")),
             principal_claim=env.get("ASKBACK_AUTH_PRINCIPAL_CLAIM", "").strip() or "sub",
+            tokens_issuer=env.get("ASKBACK_AUTH_ISSUER", "").strip() or None,
             prefix=prefix,
             http=http,
             clock=clock,
@@ -197,7 +206,14 @@ class PeopleSignIn:
 
     async def start(self, context: ExtensionContext | None = None) -> None:
         """Nothing to open: the issuer's metadata is read on the first sign-in (an issuer down at start-up is a
-        page saying so, not a server that does not start)."""
+        page saying so, not a server that does not start). Say how people are named when it is not as tokens are."""
+        if self.home_issuer != self.issuer:
+            logger.info(
+                "people signed in at %s are the principals %s#<subject>, apart from the subjects of %s",
+                self.issuer,
+                self.issuer,
+                self.home_issuer,
+            )
 
     async def close(self) -> None:
         """Close the HTTP client of its own, if it made one."""
@@ -399,10 +415,11 @@ class PeopleSignIn:
                 f"The sign-in provider did not say who you are (the claim {self.principal_claim} of its ID token). "
                 "Nobody was signed in.",
             )
+        person = principal_of(principal, self.issuer, home=self.home_issuer)
         response = _KIT.redirect(safe_next_path(pending.next_path) or "/")
         response.set_cookie(
             self.COOKIE,
-            self._signer.session_value(Session(principal, self._clock.now() + self.session_ttl)),
+            self._signer.session_value(Session(person, self._clock.now() + self.session_ttl)),
             max_age=int(self.session_ttl),
             path="/",
             httponly=True,
