@@ -310,7 +310,9 @@ def deployments(issuers: tuple[LoopbackIssuer, LoopbackIssuer], tmp_path: Path) 
                 "ASKBACK_AUTH_ISSUER": issuer.issuer,
                 "ASKBACK_AUTH_AUDIENCE": AUDIENCE,
             }
-            server = serving("tests.fixtures.identity_server:server", port=free_port(), workers=1, env=env, cwd=str(ROOT))
+            server = serving(
+                "tests.fixtures.identity_server:server", port=free_port(), workers=1, env=env, cwd=str(ROOT)
+            )
             urls.append(stack.enter_context(server))
         yield urls[0], urls[1]
 
