@@ -2,8 +2,8 @@
 
 - `Bearer()`: an `Authorization: Bearer <token>` header checked by the server's `BearerCheck` (an OAuth 2.1
   resource server such as `askback.identity.ResourceServer`, or an SDK `TokenVerifier` wrapped in
-  `SdkVerifierCheck`); the `Caller` it names feeds the SDK's binding of `requestState` to its user. The MCP
-  endpoint's policy, and the default for a mount. Refusals carry an RFC 6750 challenge: 401 `Bearer
+  `SdkVerifierCheck`); the `Caller` it names (principal and issuer) feeds the SDK's binding of `requestState` to its
+  user. The MCP endpoint's policy, and the default for a mount. Refusals carry an RFC 6750 challenge: 401 `Bearer
   resource_metadata="..."` without an `error` when no token was sent, `error="invalid_token"` for a token that is
   not accepted, 503 with `Retry-After` when the issuer cannot be asked; a tool's missing scopes are 403
   `error="insufficient_scope"` (`http.py`).
