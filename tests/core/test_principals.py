@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from askback.core.caller import Caller, principal_of, split_principal
+from askback.core.caller import MAX_PRINCIPAL, Caller, principal_of, split_principal
 
 HOME = "https://login.example.com"
 OTHER = "https://other.example.com/realms/x"
@@ -37,8 +37,11 @@ def test_no_subject_of_one_issuer_is_spelled_as_a_principal_of_another() -> None
         assert Caller(name, issuer=issuer).subject == subject
 
 
-def test_an_issuer_with_a_fragment_or_an_empty_subject_is_no_principal() -> None:
+def test_an_issuer_with_a_fragment_an_empty_subject_or_a_name_wider_than_its_column_is_no_principal() -> None:
     with pytest.raises(ValueError):
         principal_of("alice", "https://x.example#frag", home=HOME)
     with pytest.raises(ValueError):
         principal_of("", HOME, home=HOME)
+    assert principal_of("a" * MAX_PRINCIPAL, HOME, home=HOME) == "a" * MAX_PRINCIPAL
+    with pytest.raises(ValueError):
+        principal_of("a" * (MAX_PRINCIPAL - len(OTHER)), OTHER, home=HOME)

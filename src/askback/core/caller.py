@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Caller", "missing_scopes", "principal_of", "split_principal"]
+__all__ = ["MAX_PRINCIPAL", "Caller", "missing_scopes", "principal_of", "split_principal"]
+
+# The width of every stored principal column (accounts, links, tasks, parked calls, the audit trail).
+MAX_PRINCIPAL = 255
 
 
 @dataclass(frozen=True)
@@ -47,16 +50,17 @@ def principal_of(subject: str, issuer: str | None, *, home: str | None) -> str:
     """The principal `subject` of `issuer` is, on a deployment whose home issuer is `home` (see the module's
     docstring): `subject` itself when `issuer` is `home` or none, and the subject holds no `#`; else
     `<issuer>#<subject>` (`#<subject>` for a subject with a `#` that no issuer vouches for). `ValueError` for an
-    empty subject or an issuer holding a `#` (a URL with a fragment, never an issuer's identifier)."""
+    empty subject, an issuer holding a `#` (a URL with a fragment, never an issuer's identifier), or a principal
+    longer than `MAX_PRINCIPAL` characters."""
     if not subject:
         raise ValueError("the principal has no subject")
     if issuer is not None and (not issuer or "#" in issuer):
         raise ValueError("the issuer is not a URL without a fragment")
-    if issuer == home or issuer is None:
-        if "#" not in subject:
-            return subject
-        return f"{issuer or ''}#{subject}"
-    return f"{issuer}#{subject}"
+    bare = (issuer == home or issuer is None) and "#" not in subject
+    principal = subject if bare else f"{issuer or ''}#{subject}"
+    if len(principal) > MAX_PRINCIPAL:
+        raise ValueError(f"the principal is longer than {MAX_PRINCIPAL} characters with its issuer")
+    return principal
 
 
 def split_principal(principal: str) -> tuple[str | None, str]:

@@ -195,8 +195,12 @@ def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issue
     (`principal_of`)."""
     client_id = claims.get("client_id", claims.get("azp"))
     exp = claims.get("exp")
+    try:
+        principal = principal_of(str(claims[principal_claim]), issuer, home=issuer)
+    except ValueError as exc:
+        raise InvalidTokenError(f"the token names no usable principal: {exc}") from None
     return Caller(
-        principal=principal_of(str(claims[principal_claim]), issuer, home=issuer),
+        principal=principal,
         scopes=scopes_of(claims),
         client_id=client_id if isinstance(client_id, str) else None,
         issuer=issuer,

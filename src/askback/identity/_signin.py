@@ -407,15 +407,19 @@ class PeopleSignIn:
                 f"The sign-in could not be completed: {exc}. Nobody was signed in.",
             )
         principal = claims.get(self.principal_claim)
-        if not isinstance(principal, str) or not 0 < len(principal) <= 512:
+        try:
+            person = principal_of(principal, self.issuer, home=self.home_issuer) if isinstance(principal, str) else None
+        except ValueError:
+            person = None
+        if person is None:
             return self._failed(
                 request,
                 400,
                 "Not signed in",
-                f"The sign-in provider did not say who you are (the claim {self.principal_claim} of its ID token). "
+                f"The sign-in provider did not say who you are in a name askback can keep (the claim "
+                f"{self.principal_claim} of its ID token). "
                 "Nobody was signed in.",
             )
-        person = principal_of(principal, self.issuer, home=self.home_issuer)
         response = _KIT.redirect(safe_next_path(pending.next_path) or "/")
         response.set_cookie(
             self.COOKIE,
