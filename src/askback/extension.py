@@ -102,9 +102,9 @@ class BearerCheck(Protocol):
     """How the MCP endpoint (and every `Bearer()` mount) checks an `Authorization: Bearer` token: an OAuth 2.1
     resource server (`askback.identity.ResourceServer`) or a deployment's own.
 
-    - `verify(token)`: the `Caller` the token names; raises `askback.errors.InvalidTokenError` for a token that is
-      not accepted (401 `invalid_token`) and `IssuerUnavailableError` when it cannot be checked now (503), never
-      anything else;
+    - `verify(token)`: the `Caller` the token names, its principal spelled by `askback.core.caller.principal_of`
+      and its `issuer` set; raises `askback.errors.InvalidTokenError` for a token that is not accepted (401
+      `invalid_token`) and `IssuerUnavailableError` when it cannot be checked now (503), never anything else;
     - `resource_metadata_url`: the Protected Resource Metadata document (RFC 9728) every 401 points to, or `None`;
     - `describe()`: one line for the start-up log, naming what is trusted (never a secret)."""
 

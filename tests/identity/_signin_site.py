@@ -10,7 +10,7 @@ import contextlib
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from html import escape
 from http.server import ThreadingHTTPServer
@@ -109,8 +109,14 @@ class SignInSite:
 
 @contextlib.asynccontextmanager
 async def serve_sign_in_site(
-    listener: socket.socket, provider: OidcProvider, database: Path
+    listener: socket.socket,
+    provider: OidcProvider,
+    database: Path,
+    *,
+    sign_in_of: Callable[[str, FrozenClock], PeopleSignIn] | None = None,
 ) -> AsyncIterator[SignInSite]:
+    """The site on `listener`; its people sign in at `provider` (`people_sign_in`), or as `sign_in_of(base, clock)`
+    makes them."""
     base = f"http://127.0.0.1:{listener.getsockname()[1]}"
     store = await Store.open(f"sqlite:///{database}", migrate=True, components=all_components())
     connections = Connections([await discovered_oidc(provider), ApiKeyConnection(name="notes", label="Notes key")])
@@ -128,7 +134,9 @@ async def serve_sign_in_site(
         prefix=ACCOUNTS,
     )
     secret = secrets.token_urlsafe(32)
-    sign_in = people_sign_in(provider, base, clock, secret=secret)
+    sign_in = (
+        sign_in_of(base, clock) if sign_in_of is not None else people_sign_in(provider, base, clock, secret=secret)
+    )
     await sign_in.start(ExtensionContext(store, load_settings(database_url=f"sqlite:///{database}"), clock))
     served = Starlette(routes=[Mount(AUTH, app=sign_in.app), Mount(ACCOUNTS, app=pages_app(service, sign_in))])
     server = uvicorn.Server(uvicorn.Config(served, lifespan="off", log_level="warning", timeout_graceful_shutdown=5))

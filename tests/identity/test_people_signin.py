@@ -62,6 +62,8 @@ COOKIE = PeopleSignIn.COOKIE
 HTTPS_SITE = "https://tools.example"
 INBOX_PORT = free_port()
 INBOX = f"http://127.0.0.1:{INBOX_PORT}"
+APART_PORT = free_port()  # a site whose people sign in at another issuer than its tokens'
+APART = f"http://127.0.0.1:{APART_PORT}"
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def provider(listener: socket.socket) -> Iterator[OidcProvider]:
     base = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    uris = [*redirect_uris(base), f"{HTTPS_SITE}{AUTH}/callback", f"{INBOX}{AUTH}/callback"]
+    uris = [*redirect_uris(base), *redirect_uris(APART), f"{HTTPS_SITE}{AUTH}/callback", f"{INBOX}{AUTH}/callback"]
     with oidc_provider(redirect_uris=uris) as started:
         yield started
 
@@ -159,6 +161,37 @@ async def test_a_link_made_for_alice_is_refused_to_bob_signed_in_at_the_provider
     assert refused.status == 403
     assert "This link was made for another person. Nothing was changed." in await main_text(page)
     assert await site.status(account) == Status.PENDING
+
+
+async def test_people_of_a_sign_in_issuer_apart_from_the_tokens_one_never_open_the_links_of_its_subjects(
+    provider: OidcProvider, browser: Browser, people: list[BrowserContext], tmp_path: Path
+) -> None:
+    def apart(base: str, clock: FrozenClock) -> PeopleSignIn:
+        environ = {
+            "ASKBACK_AUTH_ISSUER": "https://tokens.example.com",
+            "ASKBACK_SIGNIN_ISSUER": provider.issuer,
+            "ASKBACK_SIGNIN_CLIENT_ID": provider.client_id,
+            "ASKBACK_SIGNIN_CLIENT_SECRET": provider.client_secret,
+            "ASKBACK_SESSION_SECRET": secrets.token_urlsafe(32),
+            "ASKBACK_PUBLIC_URL": base,
+        }
+        return PeopleSignIn.from_settings(environ, clock=clock)
+
+    with socket.create_server(("127.0.0.1", APART_PORT)) as listening:
+        async with serve_sign_in_site(listening, provider, tmp_path / "askback.db", sign_in_of=apart) as site:
+            tokens_dave, account = await site.link("dave", "notes")
+            own_dave, _ = await site.link(f"{provider.issuer}#dave", "notes")
+            page = await person(browser, people)
+            await page.goto(tokens_dave)
+            async with page.expect_response(lambda r: r.url == tokens_dave) as came_back:
+                await sign_in_as(page, provider.issuer, "dave")
+            assert (await came_back.value).status == 403
+            assert "This link was made for another person. Nothing was changed." in await main_text(page)
+            assert await site.status(account) == Status.PENDING
+
+            opened = await page.goto(own_dave)
+            assert opened is not None and opened.status == 200
+            await page.locator("input[name=key]").wait_for()
 
 
 async def test_a_cross_site_sign_out_post_is_refused_and_the_person_stays_signed_in(

@@ -2,21 +2,32 @@
 
 A `Caller` is what the MCP endpoint's bearer check (`askback.extension.BearerCheck`, such as the OAuth 2.1 resource
 server of `askback.identity`) makes of a token, and what a handler reads as `flow.caller`. It never holds the token.
+
+A subject is unique only within its issuer, so a principal is the pair (issuer, subject), stored and compared as one
+string that `principal_of` alone makes: the bare subject for the deployment's home issuer (its
+`ASKBACK_AUTH_ISSUER`) or for a name no issuer vouches for (demo tokens, a token verifier that names none), else
+`<issuer>#<subject>`. An issuer is a URL without a fragment, so it holds no `#`; a bare principal holds none either
+(a home subject with a `#` is qualified too), which is what keeps the two forms apart: single-issuer data needs no
+migration, and no subject of one issuer can be spelled as another issuer's principal.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Caller", "missing_scopes"]
+__all__ = ["MAX_PRINCIPAL", "Caller", "missing_scopes", "principal_of", "split_principal"]
+
+# The width of every stored principal column (accounts, links, tasks, parked calls, the audit trail).
+MAX_PRINCIPAL = 255
 
 
 @dataclass(frozen=True)
 class Caller:
     """An authenticated caller.
 
-    - `principal`: the user the token names (its `sub`, or the configured claim); what sealed state, the audit
-      trail and connected accounts are bound to.
+    - `principal`: who the token names, as `principal_of` spells it: its `sub` (or the configured claim) when the
+      token comes from the home issuer, else qualified by its issuer (`https://other.example.com#alice`); what
+      sealed state, the audit trail, tasks and connected accounts are bound to.
     - `scopes`: the scopes the token grants.
     - `client_id`: the OAuth client the token was issued to, where it says.
     - `issuer`: the authorization server that issued the token, where there is one.
@@ -28,6 +39,37 @@ class Caller:
     client_id: str | None = None
     issuer: str | None = None
     expires_at: int | None = None
+
+    @property
+    def subject(self) -> str:
+        """The name the issuer gave (the principal without its issuer)."""
+        return split_principal(self.principal)[1]
+
+
+def principal_of(subject: str, issuer: str | None, *, home: str | None) -> str:
+    """The principal `subject` of `issuer` is, on a deployment whose home issuer is `home` (see the module's
+    docstring): `subject` itself when `issuer` is `home` or none, and the subject holds no `#`; else
+    `<issuer>#<subject>` (`#<subject>` for a subject with a `#` that no issuer vouches for). `ValueError` for an
+    empty subject, an issuer holding a `#` (a URL with a fragment, never an issuer's identifier), or a principal
+    longer than `MAX_PRINCIPAL` characters."""
+    if not subject:
+        raise ValueError("the principal has no subject")
+    if issuer is not None and (not issuer or "#" in issuer):
+        raise ValueError("the issuer is not a URL without a fragment")
+    bare = (issuer == home or issuer is None) and "#" not in subject
+    principal = subject if bare else f"{issuer or ''}#{subject}"
+    if len(principal) > MAX_PRINCIPAL:
+        raise ValueError(f"the principal is longer than {MAX_PRINCIPAL} characters with its issuer")
+    return principal
+
+
+def split_principal(principal: str) -> tuple[str | None, str]:
+    """The (issuer, subject) a principal of `principal_of` names; the issuer is `None` for a bare principal (the home
+    issuer's, or nobody's) and for `#<subject>`."""
+    issuer, mark, subject = principal.partition("#")
+    if not mark:
+        return None, principal
+    return issuer or None, subject
 
 
 def missing_scopes(granted: frozenset[str] | set[str], required: tuple[str, ...]) -> tuple[str, ...]:

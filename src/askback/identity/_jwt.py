@@ -20,7 +20,7 @@ from joserfc import jwt
 from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jws import JWSRegistry, extract_compact
 
-from askback.core.caller import Caller
+from askback.core.caller import Caller, principal_of
 from askback.errors import InvalidTokenError
 
 if TYPE_CHECKING:
@@ -191,11 +191,16 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
 
 
 def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issuer: str | None) -> Caller:
-    """The `Caller` accepted claims name."""
+    """The `Caller` accepted claims name: a token of the resource server's own issuer, its home one
+    (`principal_of`)."""
     client_id = claims.get("client_id", claims.get("azp"))
     exp = claims.get("exp")
+    try:
+        principal = principal_of(str(claims[principal_claim]), issuer, home=issuer)
+    except ValueError as exc:
+        raise InvalidTokenError(f"the token names no usable principal: {exc}") from None
     return Caller(
-        principal=str(claims[principal_claim]),
+        principal=principal,
         scopes=scopes_of(claims),
         client_id=client_id if isinstance(client_id, str) else None,
         issuer=issuer,

@@ -43,6 +43,7 @@ from starlette.routing import Route
 
 from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
+from askback.core.caller import principal_of
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity import schema
@@ -92,7 +93,11 @@ class PeopleSignIn:
     `session_ttl` seconds and one person holds at most `sessions_per_person` (both from the settings it is started
     with when `None`: `ASKBACK_SESSION_TTL`, `ASKBACK_SESSIONS_PER_PERSON`). `http` is the client for the issuer
     (one of its own when `None`, closed by `close`). Sessions live in the store it is started with (`start`), so it
-    serves nobody before it starts."""
+    serves nobody before it starts.
+
+    The person is a principal as `askback.core.caller.principal_of` spells it, the deployment's home issuer being
+    `tokens_issuer` (the issuer of `/mcp`'s tokens, `ASKBACK_AUTH_ISSUER`) when one is given, else `issuer`: people
+    of an issuer other than the tokens' are `<issuer>#<sub>`, and never open what a token of another issuer owns."""
 
     name = "sign-in"
     migrations = (schema.MIGRATIONS,)
@@ -107,6 +112,7 @@ class PeopleSignIn:
         base_url: str,
         session_secret: SecretStr | str | bytes,
         principal_claim: str = "sub",
+        tokens_issuer: str | None = None,
         session_ttl: float | None = None,
         sessions_per_person: int | None = None,
         prefix: str = "/auth",
@@ -151,6 +157,7 @@ class PeopleSignIn:
         self.session_ttl = float(session_ttl or 8 * 3600.0)
         self.sessions_per_person = sessions_per_person or 10
         self._sessions: Sessions | None = None
+        self.home_issuer = tokens_issuer or self.issuer
         self.secure = site.scheme == "https"
         self._site_path = site.path.rstrip("/")
         self.redirect_uri = f"{self.base_url}{self.prefix}/callback"
@@ -182,7 +189,8 @@ class PeopleSignIn:
         """The sign-in configured by `environ` (the process's environment when `None`): the issuer
         `ASKBACK_SIGNIN_ISSUER` (people's issuer, when it is not the tokens' one) else `ASKBACK_AUTH_ISSUER`,
         `ASKBACK_SIGNIN_CLIENT_ID`, `ASKBACK_SIGNIN_CLIENT_SECRET`, `ASKBACK_SESSION_SECRET`, `ASKBACK_PUBLIC_URL`
-        and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`). A missing value is a `ConfigurationError` naming it."""
+        and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`); `ASKBACK_AUTH_ISSUER` is the tokens' issuer, whose
+        subjects are bare principals. A missing value is a `ConfigurationError` naming it."""
         env = os.environ if environ is None else environ
 
         def need(name: str, what: str) -> str:
@@ -201,6 +209,7 @@ class PeopleSignIn:
             base_url=need("ASKBACK_PUBLIC_URL", "the URL people reach the site at"),
             session_secret=SecretStr(need("ASKBACK_SESSION_SECRET", "a session secret of at least 32 bytes")),
             principal_claim=env.get("ASKBACK_AUTH_PRINCIPAL_CLAIM", "").strip() or "sub",
+            tokens_issuer=env.get("ASKBACK_AUTH_ISSUER", "").strip() or None,
             prefix=prefix,
             http=http,
             clock=clock,
@@ -216,6 +225,13 @@ class PeopleSignIn:
         self.session_ttl = float(self._ttl_given or settings.session_ttl)
         self.sessions_per_person = self._per_person_given or settings.sessions_per_person
         self._sessions = Sessions(context.store)
+        if self.home_issuer != self.issuer:
+            logger.info(
+                "people signed in at %s are the principals %s#<subject>, apart from the subjects of %s",
+                self.issuer,
+                self.issuer,
+                self.home_issuer,
+            )
 
     def _store(self) -> Sessions:
         if self._sessions is None:
@@ -425,15 +441,20 @@ class PeopleSignIn:
                 f"The sign-in could not be completed: {exc}. Nobody was signed in.",
             )
         principal = claims.get(self.principal_claim)
-        if not isinstance(principal, str) or not 0 < len(principal) <= 512:
+        try:
+            person = principal_of(principal, self.issuer, home=self.home_issuer) if isinstance(principal, str) else None
+        except ValueError:
+            person = None
+        if person is None:
             return self._failed(
                 request,
                 400,
                 "Not signed in",
-                f"The sign-in provider did not say who you are (the claim {self.principal_claim} of its ID token). "
+                f"The sign-in provider did not say who you are in a name askback can keep (the claim "
+                f"{self.principal_claim} of its ID token). "
                 "Nobody was signed in.",
             )
-        session_id = await self._begin(principal)
+        session_id = await self._begin(person)
         response = _KIT.redirect(safe_next_path(pending.next_path) or "/")
         response.set_cookie(
             self.COOKIE,

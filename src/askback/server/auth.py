@@ -2,8 +2,8 @@
 
 - `Bearer()`: an `Authorization: Bearer <token>` header checked by the server's `BearerCheck` (an OAuth 2.1
   resource server such as `askback.identity.ResourceServer`, or an SDK `TokenVerifier` wrapped in
-  `SdkVerifierCheck`); the `Caller` it names feeds the SDK's binding of `requestState` to its user. The MCP
-  endpoint's policy, and the default for a mount. Refusals carry an RFC 6750 challenge: 401 `Bearer
+  `SdkVerifierCheck`); the `Caller` it names (principal and issuer) feeds the SDK's binding of `requestState` to its
+  user. The MCP endpoint's policy, and the default for a mount. Refusals carry an RFC 6750 challenge: 401 `Bearer
   resource_metadata="..."` without an `error` when no token was sent, `error="invalid_token"` for a token that is
   not accepted, 503 with `Retry-After` when the issuer cannot be asked; a tool's missing scopes are 403
   `error="insufficient_scope"` (`http.py`).
@@ -30,7 +30,7 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Aut
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from askback.core.caller import Caller
+from askback.core.caller import Caller, principal_of
 from askback.errors import AskbackError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import AuthPolicy, Bearer, BearerCheck, Open, Signed
 
@@ -63,13 +63,16 @@ def policy_for(path: str, policies: Sequence[tuple[str, AuthPolicy]]) -> AuthPol
 
 class SdkVerifierCheck:
     """A `BearerCheck` over a verifier written to the SDK's `TokenVerifier` protocol (`--token-verifier`, the demo's):
-    `None` from it is an invalid token."""
+    `None` from it is an invalid token. The issuer is the `iss` of the `claims` it returns, where it gives one: a
+    verifier that accepts several issuers returns it, and each issuer's subjects are then principals of their own
+    (`askback.core.caller.principal_of`; `home_issuer`'s stay bare)."""
 
     resource_metadata_url: str | None = None
 
-    def __init__(self, verifier: TokenVerifier, description: str) -> None:
+    def __init__(self, verifier: TokenVerifier, description: str, *, home_issuer: str | None = None) -> None:
         self.verifier = verifier
         self.description = description
+        self.home_issuer = home_issuer
 
     async def verify(self, token: str) -> Caller:
         try:
@@ -82,10 +85,18 @@ class SdkVerifierCheck:
             raise InvalidTokenError("the bearer token was not accepted") from exc
         if info is None:
             raise InvalidTokenError("the bearer token was not accepted")
+        issuer = (info.claims or {}).get("iss")
+        if issuer is not None and not isinstance(issuer, str):
+            raise InvalidTokenError("the token verifier named an issuer that is not a string")
+        try:
+            principal = principal_of(info.subject or info.client_id, issuer, home=self.home_issuer)
+        except ValueError as exc:
+            raise InvalidTokenError(f"the token names no usable principal: {exc}") from None
         return Caller(
-            principal=info.subject or info.client_id,
+            principal=principal,
             scopes=frozenset(info.scopes),
             client_id=info.client_id,
+            issuer=issuer,
             expires_at=info.expires_at,
         )
 
@@ -93,22 +104,17 @@ class SdkVerifierCheck:
         return self.description
 
 
-class CallerToken(AccessToken):
-    """The SDK's access token of a verified request, with the issuer that `AccessToken` has no field for."""
-
-    issuer: str | None = None
-
-
 def access_token_of(caller: Caller) -> AccessToken:
-    """The SDK's view of `caller`, which its `requestState` binding and `get_access_token()` read. The token itself
-    is never kept: its place holds a marker."""
-    return CallerToken(
+    """The SDK's view of `caller`, which its `requestState` binding, its session ownership and `get_access_token()`
+    read: the principal as `subject`, and the issuer as `claims["iss"]`, the one place the SDK's binding
+    (`principal_components`) reads an issuer from. The token itself is never kept: its place holds a marker."""
+    return AccessToken(
         token="verified",
         client_id=caller.client_id or caller.principal,
         scopes=sorted(caller.scopes),
         expires_at=caller.expires_at,
         subject=caller.principal,
-        issuer=caller.issuer,
+        claims={"iss": caller.issuer} if caller.issuer is not None else None,
     )
 
 
@@ -116,11 +122,12 @@ def caller_of(token: AccessToken | None) -> Caller | None:
     """The `Caller` the SDK's access token of this request stands for (`None` on an unauthenticated transport)."""
     if token is None:
         return None
+    issuer = (token.claims or {}).get("iss")
     return Caller(
         principal=token.subject or token.client_id,
         scopes=frozenset(token.scopes),
         client_id=token.client_id,
-        issuer=token.issuer if isinstance(token, CallerToken) else None,
+        issuer=issuer if isinstance(issuer, str) else None,
         expires_at=token.expires_at,
     )
 

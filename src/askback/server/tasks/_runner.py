@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
 from askback.core import flow as core_flow
-from askback.core.caller import Caller
+from askback.core.caller import Caller, split_principal
 from askback.core.round import End, Limits, admit, decide
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
 from askback.server.effects import run_once
@@ -308,7 +308,11 @@ class TaskRunner:
             kwargs = entry.arguments(dict(record.arguments))
         except ValidationError as exc:
             return RunEnd(result=wire_result(_tool_error(f"Invalid arguments for tool {record.tool}: {exc}")))
-        caller = None if record.principal is None else Caller(record.principal, frozenset(record.scopes))
+        caller = (
+            None
+            if record.principal is None
+            else Caller(record.principal, frozenset(record.scopes), issuer=split_principal(record.principal)[0])
+        )
         accounts = None if app.accounts_port is None else app.accounts_port(record.principal)
         responses: Mapping[str, Any] = {k: _response(v) for k, v in record.responses.items()}
         flow = core_flow.Flow(
