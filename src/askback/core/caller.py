@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Caller", "missing_scopes"]
+from askback.core.text import name_problem
+from askback.errors import InvalidTokenError
+
+__all__ = ["MAX_PRINCIPAL_LENGTH", "Caller", "checked_principal", "missing_scopes", "split_scopes"]
+
+# A principal is shown in tables, pages and logs and keys every row of its own: a subject of an issuer is at most
+# 255 characters (OpenID Connect Core 2), and no deployment's user needs more.
+MAX_PRINCIPAL_LENGTH = 255
 
 
 @dataclass(frozen=True)
@@ -33,3 +40,19 @@ class Caller:
 def missing_scopes(granted: frozenset[str] | set[str], required: tuple[str, ...]) -> tuple[str, ...]:
     """The scopes of `required` that `granted` lacks, in `required`'s order."""
     return tuple(scope for scope in required if scope not in granted)
+
+
+def checked_principal(principal: str) -> str:
+    """`principal` when it may name a caller; `InvalidTokenError` (401 `invalid_token`) when it is empty, longer
+    than `MAX_PRINCIPAL_LENGTH` or holds a control, line break or bidirectional character. Every way a caller is
+    named (a JWT, introspection, a token verifier, demo tokens, people's sign-in) goes through it."""
+    problem = name_problem(principal, what="the token's principal", limit=MAX_PRINCIPAL_LENGTH)
+    if problem is not None:
+        raise InvalidTokenError(problem)
+    return principal
+
+
+def split_scopes(value: str) -> tuple[str, ...]:
+    """The scopes of a scope string, split on the space character only (RFC 6749 section 3.3): another whitespace
+    (a no-break space, a tab) is part of a scope, never a separator."""
+    return tuple(scope for scope in value.split(" ") if scope)
