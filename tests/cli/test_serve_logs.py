@@ -1,5 +1,6 @@
 """`askback serve` writes one JSON line per audit event on stderr, formatted off the request path, and every line
-queued before the server stops is written."""
+queued before the server stops is written; an issuer it cannot reach is said at start and, however many tokens are
+answered 503, once per interval."""
 
 from __future__ import annotations
 
@@ -17,9 +18,7 @@ import httpx
 import pytest
 
 from askback.testing import accept, call_round, state_of
-from infra import ROOT, Instance
-
-sys.path.insert(0, str(ROOT / "tests" / "identity"))
+from infra import Instance
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
