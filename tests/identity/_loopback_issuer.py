@@ -67,14 +67,18 @@ class _Counting:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             self._issuer.requests += 1
+            if self._issuer.failing is not None:
+                await Response("the issuer is failing", status_code=self._issuer.failing)(scope, receive, send)
+                return
         await self._app(scope, receive, send)
 
 
 @dataclass
 class LoopbackIssuer:
     """The issuer at `http://127.0.0.1:<port>`: its published keys (`published`), the key it signs with
-    (`signing`), what it has been asked (`requests`, `jwks_fetches`, `introspections`), and what its introspection
-    endpoint answers for each token (`introspection`)."""
+    (`signing`), what it has been asked (`requests`, `jwks_fetches`, `introspections`), what its introspection
+    endpoint answers for each token (`introspection`), and the status it answers everything with while it is
+    `failing`."""
 
     sock: socket.socket
     signing: RSAKey = field(default_factory=new_key)
@@ -85,6 +89,7 @@ class LoopbackIssuer:
     requests: int = 0
     jwks_fetches: int = 0
     introspections: int = 0
+    failing: int | None = None  # a status every request is answered with, while set
 
     def __post_init__(self) -> None:
         if not self.published:

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from joserfc import jwt
+from joserfc import jws, jwt
 from joserfc.jwk import RSAKey
 from mcp_types import ElicitResult
 
@@ -120,11 +120,17 @@ class Site:
         claims.update(overrides)
         return {k: v for k, v in claims.items() if v is not None}
 
-    def forge(self, key: RSAKey | None = None, *, kid: str | None = None, **overrides: Any) -> str:
+    def forge(
+        self, key: RSAKey | None = None, *, kid: str | None = None, typ: str | None = "at+jwt", **overrides: Any
+    ) -> str:
         """A token signed RS256 (with the provider's key unless another is given, its header naming `kid` or the
-        key's) over `claims(**overrides)`."""
+        key's, and `typ` unless it is None) over `claims(**overrides)`."""
         key = key or self.key
-        header = {"alg": "RS256", "typ": "at+jwt", "kid": kid or key.kid}
+        if typ is None:
+            # joserfc's jwt.encode writes typ JWT when none is given: sign the claims as they are instead.
+            header = {"alg": "RS256", "kid": kid or key.kid}
+            return jws.serialize_compact(header, json.dumps(self.claims(**overrides)).encode(), key)
+        header = {"alg": "RS256", "typ": typ, "kid": kid or key.kid}
         return jwt.encode(header, self.claims(**overrides), key, algorithms=["RS256"])
 
 
@@ -308,6 +314,15 @@ BAD_TOKENS: dict[str, Callable[[Site], str]] = {
     "signed HS256 with the public key": lambda s: hmac_signed(s),
     "naming an unknown kid": lambda s: s.forge(signing_key("unknown-1")),
     "of a second issuer with the same sub": lambda s: s.other.client_credentials_token(s.audience, "read"),
+    "an ID token without typ (nonce)": lambda s: s.forge(typ=None, nonce="n-0S6_WzA2Mj"),
+    "an ID token without typ (at_hash)": lambda s: s.forge(typ=None, at_hash="77QmUPtjPfzWtF2AnpK9RQ"),
+    "an ID token without typ (auth_time, aud is azp)": lambda s: s.forge(
+        typ=None, aud=s.audience, azp=s.audience, auth_time=int(time.time())
+    ),
+    "naming a principal with ESC (OSC 52)": lambda s: s.forge(sub="alice\x1b]52;c;ZWNobyBwd25lZA==\x07"),
+    "naming a principal with a newline": lambda s: s.forge(sub="alice\nadmin  completed"),
+    "naming a principal with U+202E": lambda s: s.forge(sub="alice\u202egpj.exe"),
+    "naming a principal of 10 KB": lambda s: s.forge(sub="a" * 10_240),
 }
 
 
@@ -376,6 +391,29 @@ async def test_a_tool_needing_deploy_answers_403_insufficient_scope_without_it_a
     ran = await call(http, site, "deploy", site.token("read deploy"))
     assert ran.status_code == 200, ran.text
     assert message(ran)["result"]["content"][0]["text"] == f"deployed {SUBJECT}"
+
+
+async def test_two_authorization_headers_are_refused_with_400_whichever_comes_first(
+    site: Site, http: httpx.AsyncClient
+) -> None:
+    body, headers = tools_call("greet", None)
+    for pair in ([site.token(), "not-a-token"], ["not-a-token", site.token()], [site.token(), site.token()]):
+        sent = [*headers.items(), *(("Authorization", f"Bearer {token}") for token in pair)]
+        refused = await http.post(site.url, json=body, headers=sent)
+        assert refused.status_code == 400, refused.text
+        assert challenge(refused)["error"] == "invalid_request"
+        assert all(token not in refused.text for token in pair)
+
+
+async def test_a_scope_joined_by_a_no_break_space_grants_neither_of_its_parts(
+    site: Site, http: httpx.AsyncClient
+) -> None:
+    for scope in ("read extra\u00a0deploy", "read extra\tdeploy", "read extra\u2003deploy"):
+        refused = await call(http, site, "deploy", site.forge(scope=scope))
+        assert refused.status_code == 403, (scope, refused.text)
+        assert challenge(refused)["error"] == "insufficient_scope"
+    ran = await call(http, site, "deploy", site.forge(scope="read deploy"))
+    assert ran.status_code == 200, ran.text
 
 
 @pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])

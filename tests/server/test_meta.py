@@ -333,3 +333,35 @@ async def test_a_revoked_account_reads_needs_reauth_and_execute_tool_answers_rea
     back = await meta(served, "execute_tool", {"name": "summarize_inbox"}, user)
     assert back.structured_content is not None
     assert back.structured_content["result"].startswith(f"3 messages for {user}")
+
+
+@pytest.mark.parametrize(
+    ("label", "said"),
+    [
+        ("w" * (1 << 20), "longer than 128 characters"),
+        ("work\nACTIVE", "U+000A"),
+        ("work\u202egpj", "U+202E"),
+        ("work\x1b]52;c;eA==\x07", "U+001B"),
+    ],
+    ids=["1 MB", "a newline", "U+202E", "ESC"],
+)
+async def test_connect_account_refuses_a_label_too_long_or_with_control_or_bidi_characters_and_stores_nothing(
+    servers: dict[Exposure, Served], label: str, said: str
+) -> None:
+    served, user = servers["meta"], f"label-{secrets.token_hex(4)}"
+    got = await call_round(
+        served.mcp,
+        "connect_account",
+        {"connection": CONNECTION, "label": label},
+        token=f"demo-{user}",
+        elicitation=False,
+    )
+    assert got.error is None and isinstance(got.result, CallToolResult), got
+    assert got.result.is_error
+    message = text(got.result)
+    assert said in message and "short label on one line" in message and label not in message
+    service = await served.setup.service()
+    assert await service.accounts_of(user, CONNECTION) == []
+    # A label a person would give is taken.
+    work = await meta(served, "connect_account", {"connection": CONNECTION, "label": "work (ana@example.com)"}, user)
+    assert work.structured_content is not None and work.structured_content["connection"] == CONNECTION

@@ -27,6 +27,7 @@ from askback.accounts.links import Link, Refused, bound_state
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.status import Event, Status
 from askback.accounts.vault import Vault
+from askback.core._connect import checked_label
 from askback.errors import AccountStateError, InvalidParamsError, ProviderError
 
 if TYPE_CHECKING:
@@ -145,8 +146,9 @@ class AccountService:
         return await self.accounts.of(principal, connection)
 
     async def link(self, principal: str, connection: str, *, label: str = "", flow_id: str | None) -> str:
-        """A fresh single-use authorization link for `principal`'s account on `connection`."""
+        """A fresh single-use authorization link for `principal`'s account on `connection` (labelled `label`)."""
         self.connections[connection]
+        checked_label(label)
         _, token = await self.accounts.begin_connect(
             principal, connection, label=label, flow_id=flow_id, now=self.clock.now(), ttl=self.link_ttl
         )

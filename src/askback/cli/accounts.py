@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from askback.cli.output import UsageError, reports_errors
+from askback.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from askback.accounts.repository import Account, Accounts
@@ -104,7 +105,9 @@ def accounts_list(
         label = f" [{a.label}]" if a.label else ""
         reason = f"  ({a.reason})" if a.reason else ""
         typer.echo(
-            f"{a.id}  {a.principal}  {a.connection}{label}  {a.status.value}  expires {_when(a.expires_at)}{reason}"
+            for_terminal(
+                f"{a.id}  {a.principal}  {a.connection}{label}  {a.status.value}  expires {_when(a.expires_at)}{reason}"
+            )
         )
 
 
@@ -126,16 +129,14 @@ def accounts_show(
     if as_json:
         typer.echo(json.dumps({**_as_dict(account), "events": history}, indent=2))
         return
-    typer.echo(
-        f"{account.id}: {account.principal}'s {account.connection} account{f' [{account.label}]' if account.label else ''}"
-    )
-    typer.echo(
-        f"status {account.status.value}{f' ({account.reason})' if account.reason else ''}; token expires {_when(account.expires_at)}"
-    )
+    label = f" [{account.label}]" if account.label else ""
+    typer.echo(for_terminal(f"{account.id}: {account.principal}'s {account.connection} account{label}"))
+    reason = f" ({account.reason})" if account.reason else ""
+    typer.echo(for_terminal(f"status {account.status.value}{reason}; token expires {_when(account.expires_at)}"))
     for ev in history:
         before = ev["before"] or "-"
         detail = f"  {ev['detail']}" if ev["detail"] else ""
-        typer.echo(f"  {_when(ev['at'])}  {ev['event']}: {before} -> {ev['after']}{detail}")
+        typer.echo(for_terminal(f"  {_when(ev['at'])}  {ev['event']}: {before} -> {ev['after']}{detail}"))
 
 
 def _act(account_id: str, database: str | None, verb: str) -> Account:
@@ -212,7 +213,7 @@ def connections_list(as_json: Annotated[bool, _JSON] = False) -> None:
         return
     for r in rows:
         where = r.get("authorize_url") or r.get("issuer") or r.get("label")
-        typer.echo(f"{r['name']}  {r['kind']}  {where}")
+        typer.echo(for_terminal(f"{r['name']}  {r['kind']}  {where}"))
 
 
 def register(app: typer.Typer) -> None:

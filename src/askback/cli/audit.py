@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from askback.cli.output import UsageError, reports_errors
+from askback.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from askback.audit import AuditEvent
@@ -86,7 +87,8 @@ def _audit_table(events: list[AuditEvent], *, wide: bool) -> Table:
         cells += ["" if ev.round is None else str(ev.round), ", ".join(ev.keys), _answer_cell(ev)]
         if wide:
             cells.append(ev.instance or "")
-        table.add_row(*(Text(cell) for cell in cells))  # Text: what a user typed is never read as markup
+        # Text: what a user typed is never read as markup; for_terminal: nor obeyed as an escape sequence.
+        table.add_row(*(Text(for_terminal(cell)) for cell in cells))
     return table
 
 
@@ -202,17 +204,19 @@ def _print_verdict(verdict: Verdict) -> None:
             started = dt.datetime.fromtimestamp(report.head.started_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
             status = "ok" if report.broken is None else report.broken.kind
             cells = [report.head.chain, started, str(report.head.seq), report.head.head[:16], status]
-            table.add_row(*(Text(cell) for cell in cells))
+            table.add_row(*(Text(for_terminal(cell)) for cell in cells))
         console.print(table)
     else:
         console.print("no audit chains yet")
     # soft_wrap: each finding stays one line, whole for grep and for a log collector.
     for report in verdict.chains:
         if report.broken is not None:
-            console.print(Text(f"broken: chain {report.head.chain}: {report.broken.message}"), soft_wrap=True)
+            console.print(
+                Text(for_terminal(f"broken: chain {report.head.chain}: {report.broken.message}")), soft_wrap=True
+            )
     for problem in verdict.problems:
         where = f"chain {problem.chain}: " if problem.chain is not None else ""
-        console.print(Text(f"broken: {where}{problem.message}"), soft_wrap=True)
+        console.print(Text(for_terminal(f"broken: {where}{problem.message}")), soft_wrap=True)
     if verdict.unchained:
         console.print(
             Text(f"{verdict.unchained} row(s) unchained, written before the chain existed: not verified"),

@@ -25,6 +25,7 @@ from askback.errors import ConfigurationError
 if TYPE_CHECKING:
     from askback.identity import ResourceServer
     from askback.server import Askback
+    from askback.store import Store
 
 __all__ = ["app_factory", "load_object", "load_target", "register"]
 
@@ -95,7 +96,7 @@ def app_factory() -> Any:
     add_webhooks(server)
     resource = resource_server()
     if resource is not None:
-        server.on_close(resource.close)
+        start_with(server, resource)
     return build_app(
         server,
         host=os.environ.get(_HOST_ENV, "127.0.0.1"),
@@ -124,6 +125,18 @@ def resource_server() -> ResourceServer | None:
     if settings.issuer is None:
         return None
     return ResourceServer.from_settings(settings)
+
+
+def start_with(server: Askback, resource: ResourceServer) -> None:
+    """Start and close `resource` with `server`, as the extension it is: it finds its issuer when the store opens
+    (and says so in the log when it cannot), and closes its HTTP client when the app closes."""
+    from askback.extension import ExtensionContext
+
+    async def start(store: Store) -> None:
+        await resource.start(ExtensionContext(store=store, settings=server.settings, clock=server.clock))
+
+    server.on_start(start)
+    server.on_close(resource.close)
 
 
 def describe_check(server: Askback, resource: ResourceServer | None, token_verifier: str | None) -> str | None:

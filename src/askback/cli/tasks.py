@@ -24,6 +24,7 @@ import typer
 
 from askback.cli.output import ExitStatus, UsageError, reports_errors
 from askback.errors import AskbackError
+from askback.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from askback.server.tasks._rows import TaskRecord
@@ -174,8 +175,10 @@ def tasks_list(
     for r in rows:
         waiting = f"  waiting for {', '.join(r['waiting_for'])}" if r["waiting_for"] else ""
         typer.echo(
-            f"{r['task_id']}  {r['status']}  {r['tool']}  {r['principal'] or '-'}  created {_when(r['created_at'])}  "
-            f"updated {_when(r['updated_at'])}{waiting}"
+            for_terminal(
+                f"{r['task_id']}  {r['status']}  {r['tool']}  {r['principal'] or '-'}  created "
+                f"{_when(r['created_at'])}  updated {_when(r['updated_at'])}{waiting}"
+            )
         )
 
 
@@ -200,15 +203,15 @@ def tasks_show(
         typer.echo(json.dumps(shown, indent=2))
         return
     message = f" ({shown['status_message']})" if shown["status_message"] else ""
-    typer.echo(f"{record.task_id}: {shown['status']}{message}")
-    typer.echo(f"tool {record.tool}({', '.join(shown['arguments'])}) for {record.principal or '-'}")
+    typer.echo(for_terminal(f"{record.task_id}: {shown['status']}{message}"))
+    typer.echo(for_terminal(f"tool {record.tool}({', '.join(shown['arguments'])}) for {record.principal or '-'}"))
     if record.scopes:
-        typer.echo(f"scopes {' '.join(record.scopes)}")
+        typer.echo(for_terminal(f"scopes {' '.join(record.scopes)}"))
     typer.echo(
         f"created {_when(record.created_at)}, updated {_when(record.updated_at)}, expires {_when(record.expires_at)}"
     )
     for q in shown["waiting_for"]:
-        typer.echo(f"  waiting for {q['key']}  ({q['question']}, {q['method']}, {q['mode']})")
+        typer.echo(for_terminal(f"  waiting for {q['key']}  ({q['question']}, {q['method']}, {q['mode']})"))
     if shown["answers_received"]:
         typer.echo(f"{shown['answers_received']} answer(s) received")
     if shown["result"] is not None:
@@ -216,7 +219,7 @@ def tasks_show(
     if shown["error"] is not None:
         typer.echo(f"error: JSON-RPC {shown['error']['code']}")
     if record.lease_owner is not None:
-        typer.echo(f"running on {record.lease_owner}, lease until {_when(record.lease_until)}")
+        typer.echo(for_terminal(f"running on {record.lease_owner}, lease until {_when(record.lease_until)}"))
 
 
 @tasks_app.command("cancel")

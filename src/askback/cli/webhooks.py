@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from askback.cli.output import UsageError, reports_errors
+from askback.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from askback.webhooks import Endpoint, Outbox
@@ -82,7 +83,9 @@ def webhooks_list(as_json: Annotated[bool, _JSON] = False) -> None:
     if not rows:
         typer.echo("no webhook endpoints")
     for e in _endpoints() if rows else ():
-        typer.echo(f"{e.key}  {e.url}  {','.join(e.events)}  {len(e.secrets)} secret(s) from {e.secret_env}")
+        typer.echo(
+            for_terminal(f"{e.key}  {e.url}  {','.join(e.events)}  {len(e.secrets)} secret(s) from {e.secret_env}")
+        )
 
 
 @webhooks_app.command("deliveries")
@@ -116,11 +119,14 @@ def webhooks_deliveries(
         last = r["last_status"] if r["last_status"] is not None else (r["last_error"] or "-")
         due = f"  next {_when(r['next_attempt_at'])}" if r["status"] == "pending" else ""
         typer.echo(
-            f"{r['id']}  {r['status']}  {r['attempts']} attempt(s)  {r['type']}  {r['url']}  {r['webhook_id']}  "
-            f"last {last}{due}"
+            for_terminal(
+                f"{r['id']}  {r['status']}  {r['attempts']} attempt(s)  {r['type']}  {r['url']}  {r['webhook_id']}  "
+                f"last {last}{due}"
+            )
         )
         for a in r.get("attempt_log", []):
-            typer.echo(f"    #{a['attempt']} {_when(a['at'])}  {a['status'] or a['error']}  {a['duration']:.3f} s")
+            attempt = f"    #{a['attempt']} {_when(a['at'])}  {a['status'] or a['error']}  {a['duration']:.3f} s"
+            typer.echo(for_terminal(attempt))
 
 
 @webhooks_app.command("redeliver")

@@ -18,15 +18,41 @@ from mcp_types import ClientCapabilities, ElicitResult
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.capabilities import declares
 from askback.core.questions import Choice, Link, connect_key
-from askback.errors import DefinitionError, MissingCapabilityError
+from askback.core.text import name_problem
+from askback.errors import DefinitionError, MissingCapabilityError, ToolError
 
-__all__ = ["AccountLike", "AccountsPort", "ConnectMode", "NotReady", "Readiness", "connect", "readiness"]
+__all__ = [
+    "MAX_LABEL_LENGTH",
+    "AccountLike",
+    "AccountsPort",
+    "ConnectMode",
+    "NotReady",
+    "Readiness",
+    "checked_label",
+    "connect",
+    "readiness",
+]
+
+# An account's label is shown in tables and pages, and stored in a column of this many characters.
+MAX_LABEL_LENGTH = 128
 
 ConnectMode = Literal["ask", "report"]
 """How `flow.connect` treats an account that is not ready: ask with a link (`ask`), or end the run saying so
 (`report`)."""
 
 Readiness = Literal["ready", "needs_connection", "needs_reauth"]
+
+
+def checked_label(label: str) -> str:
+    """`label` when it may name an account (empty: the default account); `ToolError` saying what is wrong when it is
+    longer than `MAX_LABEL_LENGTH` or holds a control, line break or bidirectional character. `flow.connect`, the
+    META exposure's `connect_account` and the accounts' own link all check through it."""
+    if not label:
+        return label
+    problem = name_problem(label, what="the account label", limit=MAX_LABEL_LENGTH)
+    if problem is not None:
+        raise ToolError(f"{problem}: name the account with a short label on one line, such as 'work'.")
+    return label
 
 
 class AccountLike(Protocol):
@@ -121,6 +147,8 @@ async def connect(
             "flow.connect needs connected accounts on this server: enable them with "
             "askback.accounts.enable_accounts(app, ...)"
         )
+    if label is not None:
+        checked_label(label)
     key = connect_key(connection)
     found = list(await accounts.accounts(connection))
     active = [a for a in found if a.status == _ACTIVE]

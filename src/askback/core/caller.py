@@ -15,9 +15,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["MAX_PRINCIPAL", "Caller", "missing_scopes", "principal_of", "split_principal"]
+from askback.core.text import name_problem
+from askback.errors import InvalidTokenError
 
-# The width of every stored principal column (accounts, links, tasks, parked calls, the audit trail).
+__all__ = [
+    "MAX_PRINCIPAL",
+    "Caller",
+    "checked_principal",
+    "missing_scopes",
+    "principal_of",
+    "split_principal",
+    "split_scopes",
+]
+
+# The width of every stored principal column (accounts, links, tasks, parked calls, the audit trail); a subject of an
+# issuer is at most 255 characters too (OpenID Connect Core 2), and no deployment's user needs more.
 MAX_PRINCIPAL = 255
 
 
@@ -75,3 +87,19 @@ def split_principal(principal: str) -> tuple[str | None, str]:
 def missing_scopes(granted: frozenset[str] | set[str], required: tuple[str, ...]) -> tuple[str, ...]:
     """The scopes of `required` that `granted` lacks, in `required`'s order."""
     return tuple(scope for scope in required if scope not in granted)
+
+
+def checked_principal(principal: str) -> str:
+    """`principal` when it may name a caller; `InvalidTokenError` (401 `invalid_token`) when it is empty, longer
+    than `MAX_PRINCIPAL` or holds a control, line break or bidirectional character. Every way a caller is
+    named (a JWT, introspection, a token verifier, demo tokens, people's sign-in) goes through it."""
+    problem = name_problem(principal, what="the token's principal", limit=MAX_PRINCIPAL)
+    if problem is not None:
+        raise InvalidTokenError(problem)
+    return principal
+
+
+def split_scopes(value: str) -> tuple[str, ...]:
+    """The scopes of a scope string, split on the space character only (RFC 6749 section 3.3): another whitespace
+    (a no-break space, a tab) is part of a scope, never a separator."""
+    return tuple(scope for scope in value.split(" ") if scope)

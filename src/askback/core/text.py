@@ -4,15 +4,21 @@ JSON may carry a lone UTF-16 surrogate as an escape (`"\\udfff"`); UTF-8 cannot 
 raises on it. PostgreSQL's text type refuses a NUL character. Arguments and answers are checked at the edge
 (`unstorable_text`: invalid params, or an answer asked again); whatever still reaches the audit trail is written
 with such characters escaped (`storable`), so that the event about the bad request is never the one that is lost.
+
+Names from outside (a token's principal, an account's label) are data shown to people in tables, pages and logs:
+`name_problem` refuses one that is too long or holds a character that acts instead of showing (controls, line
+breaks, bidirectional and zero-width format characters, surrogates, private-use or unassigned code points), so
+that such a name never reaches the store at all. Spaces of any kind are kept: they move nothing.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["storable", "unstorable_text"]
+__all__ = ["name_problem", "storable", "unstorable_text"]
 
 _UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
 
@@ -47,3 +53,24 @@ def storable(text: str | None) -> str | None:
     if text is None or _UNSTORABLE.search(text) is None:
         return text
     return _UNSTORABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+# Character categories a name may not hold: controls (Cc: ESC, CR, LF, NUL, C1), format (Cf: bidirectional overrides
+# and isolates, zero-width characters, tags), line and paragraph separators, surrogates, private use, unassigned.
+_NOT_IN_A_NAME = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def name_problem(name: str, *, what: str, limit: int) -> str | None:
+    """Why `name` (called `what` in the answer) cannot be used as a name shown to people: empty, longer than
+    `limit` characters, or holding a control, line break, bidirectional or other invisible character; `None` when it
+    can. The answer names the character's code point, never the name itself."""
+    if not name:
+        return f"{what} is empty"
+    if len(name) > limit:
+        return f"{what} is longer than {limit} characters"
+    if name.isprintable():
+        return None
+    for char in name:
+        if unicodedata.category(char) in _NOT_IN_A_NAME:
+            return f"{what} contains the character U+{ord(char):04X}, which names may not hold"
+    return None

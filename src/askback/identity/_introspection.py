@@ -4,8 +4,14 @@ askback posts the token to the introspection endpoint, authenticated with its ow
 (`client_secret_basic`). An inactive token, one of another issuer, or one for another audience is an
 `InvalidTokenError`; an endpoint that cannot answer (unreachable, 5xx, refusing askback's credentials, not JSON) is an
 `IssuerUnavailableError`, never an accepted token. Positive answers are kept for a short while (at most `max_ttl`,
-never past the token's `exp`), keyed by the SHA-256 of the token so the cache never holds a token, and bounded in
-size (the oldest answer goes first).
+never past the token's `exp`), and so are refusals (for `max_ttl`): a refused token sent again is refused from the
+cache, without a request. Both caches are keyed by the SHA-256 of the token, so they never hold a token, and bounded
+in size (the oldest entry goes first).
+
+A flood of made-up tokens, each new, would still cost one request each: so at most `max_failures` answers per
+`failure_interval` may be refusals or failures (a shared `HoldBack`). Past that, a token not in the cache is answered
+`IssuerUnavailableError` (503, retryable) without asking, until the interval has passed; accepted tokens in the
+cache are still accepted.
 """
 
 from __future__ import annotations
@@ -19,12 +25,16 @@ from urllib.parse import quote
 import httpx
 
 from askback.clock import Clock
+from askback.core.caller import checked_principal
 from askback.errors import InvalidTokenError, IssuerUnavailableError
+from askback.identity._holdback import HoldBack
 
 __all__ = ["Introspector", "check_introspection"]
 
 MAX_ENTRIES = 10_000
 MAX_TTL = 60.0
+MAX_FAILURES = 10
+FAILURE_INTERVAL = 30.0
 
 
 def _audiences(answer: Mapping[str, Any]) -> list[str]:
@@ -53,6 +63,7 @@ def check_introspection(
     principal = answer.get(principal_claim)
     if not isinstance(principal, str) or not principal:
         raise InvalidTokenError(f"the token names no principal (claim {principal_claim})")
+    checked_principal(principal)
 
 
 class Introspector:
@@ -71,6 +82,8 @@ class Introspector:
         clock: Clock,
         max_entries: int = MAX_ENTRIES,
         max_ttl: float = MAX_TTL,
+        max_failures: int = MAX_FAILURES,
+        failure_interval: float = FAILURE_INTERVAL,
     ) -> None:
         self._http = http
         self._url = url
@@ -83,6 +96,8 @@ class Introspector:
         self._max_entries = max_entries
         self._max_ttl = max_ttl
         self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._refused: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._failures = HoldBack(clock, failure_interval, limit=max_failures)
         self.requests = 0
 
     async def introspect(self, token: str) -> dict[str, Any]:
@@ -96,10 +111,30 @@ class Introspector:
             if now < until:
                 return dict(answer)
             del self._cache[digest]
-        answer = await self._ask(token)
-        check_introspection(
-            answer, issuer=self._issuer, audience=self._audience, principal_claim=self._principal_claim, now=now
-        )
+        refused = self._refused.get(digest)
+        if refused is not None:
+            if now < refused[0]:
+                raise InvalidTokenError(refused[1])
+            del self._refused[digest]
+        if not self._failures.allows():
+            raise IssuerUnavailableError(
+                "too many tokens were refused or could not be checked just now; askback asks the introspection "
+                "endpoint again shortly",
+                retry_after=self._failures.retry_after(),
+            )
+        try:
+            answer = await self._ask(token)
+            check_introspection(
+                answer, issuer=self._issuer, audience=self._audience, principal_claim=self._principal_claim, now=now
+            )
+        except InvalidTokenError as exc:
+            self._failures.tried()
+            self._refused[digest] = (now + self._max_ttl, str(exc))
+            self._trim(self._refused)
+            raise
+        except IssuerUnavailableError:
+            self._failures.tried()
+            raise
         until = now + self._max_ttl
         exp = answer.get("exp")
         if isinstance(exp, (int, float)) and not isinstance(exp, bool):
@@ -109,8 +144,11 @@ class Introspector:
 
     def _remember(self, digest: str, until: float, answer: dict[str, Any]) -> None:
         self._cache[digest] = (until, answer)
-        while len(self._cache) > self._max_entries:
-            self._cache.popitem(last=False)
+        self._trim(self._cache)
+
+    def _trim(self, cache: OrderedDict[str, Any]) -> None:
+        while len(cache) > self._max_entries:
+            cache.popitem(last=False)
 
     async def _ask(self, token: str) -> dict[str, Any]:
         self.requests += 1

@@ -20,7 +20,7 @@ from joserfc import jwt
 from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jws import JWSRegistry, extract_compact
 
-from askback.core.caller import Caller, principal_of
+from askback.core.caller import Caller, checked_principal, principal_of, split_scopes
 from askback.errors import InvalidTokenError
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "check_access_claims",
     "check_algorithms",
     "check_id_token_claims",
+    "id_token_marks",
     "looks_like_jwt",
     "precheck_jwt",
     "scopes_of",
@@ -44,6 +45,9 @@ __all__ = [
 DEFAULT_ALGORITHMS: tuple[str, ...] = ("RS256", "ES256", "PS256", "EdDSA")
 # RFC 9068 §2.1; a missing `typ` is accepted too.
 ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})
+# Claims only an ID token carries (OpenID Connect Core 2 and 3.3.2.11): an access token never binds a nonce or the
+# hash of a code or of another token.
+ID_TOKEN_CLAIMS = ("nonce", "at_hash", "c_hash", "s_hash")
 MAX_TOKEN_LENGTH = 16_384
 
 
@@ -151,6 +155,22 @@ def _audiences(claims: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def id_token_marks(claims: Mapping[str, Any]) -> str | None:
+    """What says the claims are an ID token's, not an access token's (`None` when nothing does): a claim only ID
+    tokens carry, a `typ` claim of `ID` (as Keycloak writes it), or an `auth_time` in a token whose audience is the
+    party it was issued to (`azp`), which is the ID token's shape. Read whatever the header's `typ` says."""
+    for name in ID_TOKEN_CLAIMS:
+        if name in claims:
+            return f"it carries {name}"
+    typ = claims.get("typ")
+    if isinstance(typ, str) and typ.lower() in ("id", "id_token"):
+        return "its typ claim says ID"
+    azp = claims.get("azp")
+    if "auth_time" in claims and isinstance(azp, str) and azp in _audiences(claims):
+        return "it carries auth_time and its audience is the party it was issued to (azp)"
+    return None
+
+
 def check_access_claims(
     header: Mapping[str, Any],
     claims: Mapping[str, Any],
@@ -169,6 +189,10 @@ def check_access_claims(
         accepted = ACCESS_TOKEN_TYPES | ({"jwt"} if accept_jwt_typ else set())
         if not isinstance(typ, str) or typ.lower() not in accepted:
             raise InvalidTokenError("the token is not an access token (typ)")
+    # A signed ID token of the same issuer for a client id used as the audience would pass every check below.
+    marks = id_token_marks(claims)
+    if marks is not None:
+        raise InvalidTokenError(f"the token is an ID token, not an access token: {marks}")
     if claims.get("iss") != issuer:
         raise InvalidTokenError("the token was issued by another issuer")
     if audience not in _audiences(claims):
@@ -177,14 +201,16 @@ def check_access_claims(
     principal = claims.get(principal_claim)
     if not isinstance(principal, str) or not principal:
         raise InvalidTokenError(f"the token names no principal (claim {principal_claim})")
+    checked_principal(principal)
 
 
 def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
-    """The scopes a token grants: `scope` (space-separated), else `scp` (a list, or space-separated)."""
+    """The scopes a token grants: `scope` (separated by the space character), else `scp` (a list, or
+    space-separated)."""
     for name in ("scope", "scp"):
         value = claims.get(name)
         if isinstance(value, str):
-            return frozenset(value.split())
+            return frozenset(split_scopes(value))
         if isinstance(value, list):
             return frozenset(s for s in value if isinstance(s, str) and s)
     return frozenset()
@@ -196,7 +222,7 @@ def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issue
     client_id = claims.get("client_id", claims.get("azp"))
     exp = claims.get("exp")
     try:
-        principal = principal_of(str(claims[principal_claim]), issuer, home=issuer)
+        principal = principal_of(checked_principal(str(claims[principal_claim])), issuer, home=issuer)
     except ValueError as exc:
         raise InvalidTokenError(f"the token names no usable principal: {exc}") from None
     return Caller(

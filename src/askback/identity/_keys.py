@@ -25,6 +25,7 @@ from joserfc.jwk import ECKey, JWKRegistry, Key, KeySet, OKPKey, RSAKey
 
 from askback.clock import Clock
 from askback.errors import InvalidTokenError, IssuerUnavailableError
+from askback.identity._holdback import HoldBack
 
 __all__ = ["KeyCache", "PublicKey", "parse_jwks"]
 
@@ -72,7 +73,7 @@ class KeyCache:
         self._max_age = max_age
         self._keys: KeySet | None = None
         self._fetched_at: float | None = None  # the last fetch that succeeded
-        self._tried_at: float | None = None  # the last fetch tried, whatever came of it
+        self._hold = HoldBack(clock, min_interval)  # every fetch tried, whatever came of it
         self._lock = asyncio.Lock()
         self.fetches = 0
 
@@ -121,7 +122,7 @@ class KeyCache:
         return self._fetched_at is not None and self._clock.now() - self._fetched_at >= self._max_age
 
     def _may_fetch(self) -> bool:
-        return self._tried_at is None or self._clock.now() - self._tried_at >= self._min_interval
+        return self._hold.allows()
 
     async def _refresh(self) -> None:
         """Read a stale set again, keeping the one held when that fails."""
@@ -134,18 +135,16 @@ class KeyCache:
 
     async def _fetch_or_hold(self) -> None:
         if not self._may_fetch():
-            assert self._tried_at is not None
-            wait = self._min_interval - (self._clock.now() - self._tried_at)
             if self._keys is None:
                 raise IssuerUnavailableError(
                     "the issuer's signing keys could not be read; askback tries again shortly",
-                    retry_after=max(1, math.ceil(wait)),
+                    retry_after=self._hold.retry_after(),
                 )
             return
         await self._fetch()
 
     async def _fetch(self) -> None:
-        self._tried_at = self._clock.now()
+        self._hold.tried()
         self.fetches += 1
         try:
             response = await self._http.get(self._jwks_uri, headers={"Accept": "application/json"})
@@ -170,4 +169,4 @@ class KeyCache:
                 retry_after=max(1, math.ceil(self._min_interval)),
             )
         self._keys = keys
-        self._fetched_at = self._tried_at
+        self._fetched_at = self._clock.now()

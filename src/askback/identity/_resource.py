@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -30,6 +29,7 @@ from askback.core.caller import Caller
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity._discovery import IssuerMetadata, discover
+from askback.identity._holdback import HoldBack
 from askback.identity._introspection import Introspector
 from askback.identity._jwt import DEFAULT_ALGORITHMS, caller_from_claims, looks_like_jwt, precheck_jwt, verify_jwt
 from askback.identity._keys import KeyCache
@@ -146,7 +146,9 @@ class ResourceServer:
         self._metadata: IssuerMetadata | None = None
         self._keys: KeyCache | None = None
         self._introspector: Introspector | None = None
-        self._discovered_at: float | None = None
+        self._discovery_hold: HoldBack | None = None
+        self._unavailable_hold: HoldBack | None = None
+        self._unavailable_since_warning = 0
         self._lock = asyncio.Lock()
 
     @classmethod
@@ -186,7 +188,12 @@ class ResourceServer:
             await keys.load()
         except IssuerUnavailableError as exc:
             logger.warning(
-                "the issuer %s cannot be reached yet; tokens are refused as unavailable: %s", self.issuer, exc
+                "the issuer %s cannot be reached (%s): bearer tokens of /mcp are answered 503 with Retry-After, never "
+                "accepted, until it can; askback asks it again at most once every %g seconds",
+                self.issuer,
+                exc,
+                self.settings.jwks_min_interval,
+                extra={"issuer": self.issuer},
             )
 
     async def close(self) -> None:
@@ -230,7 +237,35 @@ class ResourceServer:
 
     async def verify(self, token: str) -> Caller:
         """The caller `token` names; `InvalidTokenError` when it is not accepted, `IssuerUnavailableError` when it
-        cannot be checked now."""
+        cannot be checked now (said in the log at most once per `jwks_min_interval`, however many are refused)."""
+        try:
+            return await self._verify(token)
+        except IssuerUnavailableError as exc:
+            self._unavailable(exc)
+            raise
+
+    def _warned_unavailable(self) -> HoldBack:
+        if self._unavailable_hold is None:
+            self._unavailable_hold = HoldBack(self._clock, self.settings.jwks_min_interval)
+        return self._unavailable_hold
+
+    def _unavailable(self, exc: IssuerUnavailableError) -> None:
+        """Log a token answered 503, once per interval: a flood of tokens while the issuer is down is one line."""
+        self._unavailable_since_warning += 1
+        hold = self._warned_unavailable()
+        if not hold.allows():
+            return
+        hold.tried()
+        count, self._unavailable_since_warning = self._unavailable_since_warning, 0
+        logger.warning(
+            "the issuer %s cannot be asked (%s): %d bearer token(s) answered 503 since the last such line",
+            self.issuer,
+            exc,
+            count,
+            extra={"issuer": self.issuer, "refused": count},
+        )
+
+    async def _verify(self, token: str) -> Caller:
         settings = self.settings
         if looks_like_jwt(token):
             # The refusals that need no key come before any request to the issuer.
@@ -254,14 +289,16 @@ class ResourceServer:
         async with self._lock:
             if self._keys is not None:
                 return self._keys
-            now = self._clock.now()
             interval = self.settings.jwks_min_interval
-            if self._discovered_at is not None and now - self._discovered_at < interval:
+            if self._discovery_hold is None:
+                self._discovery_hold = HoldBack(self._clock, interval)
+            hold = self._discovery_hold
+            if not hold.allows():
                 raise IssuerUnavailableError(
                     f"the issuer {self.issuer} could not be reached; askback tries again shortly",
-                    retry_after=max(1, math.ceil(interval - (now - self._discovered_at))),
+                    retry_after=hold.retry_after(),
                 )
-            self._discovered_at = now
+            hold.tried()
             metadata = await discover(self._http, self.issuer)
             self._metadata = metadata
             self._keys = KeyCache(self._http, metadata.jwks_uri, clock=self._clock, min_interval=interval)

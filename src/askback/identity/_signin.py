@@ -43,11 +43,12 @@ from starlette.routing import Route
 
 from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
-from askback.core.caller import principal_of
+from askback.core.caller import checked_principal, principal_of
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity import schema
 from askback.identity._discovery import IssuerMetadata, check_issuer, discover, is_loopback
+from askback.identity._holdback import HoldBack
 from askback.identity._jwt import verify_id_token
 from askback.identity._keys import KeyCache
 from askback.identity._session import PENDING_TTL, PendingSignIn, SessionSigner, code_challenge
@@ -63,6 +64,8 @@ _MAX_FORM_BYTES = 4 * 1024
 _TIMEOUT = 10.0
 _PENDING_COOKIE = "askback_sign_in_"
 _ERROR_CODE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
+# While the issuer's metadata cannot be read, it is asked again at most once per this many seconds, whoever visits.
+DISCOVERY_INTERVAL = 30.0
 
 _PROBLEMS: Mapping[int, tuple[str, str]] = {
     403: ("Refused", "This form was not sent from a page of this site in this browser, so it was refused."),
@@ -166,6 +169,7 @@ class PeopleSignIn:
         self._own_http: httpx.AsyncClient | None = None
         self._metadata: IssuerMetadata | None = None
         self._keys: KeyCache | None = None
+        self._discovery_hold = HoldBack(self._clock, DISCOVERY_INTERVAL)
         self._lock = anyio.Lock()
         self._guard = FormGuard(
             "askback_sign_in_csrf", path=f"{self._site_path}{self.prefix}", origins=[self.base_url], secure=self.secure
@@ -283,6 +287,12 @@ class PeopleSignIn:
     async def _issuer(self) -> tuple[IssuerMetadata, KeyCache]:
         async with self._lock:
             if self._metadata is None or self._keys is None:
+                if not self._discovery_hold.allows():
+                    raise IssuerUnavailableError(
+                        f"the issuer {self.issuer} could not be read just now; askback asks it again shortly",
+                        retry_after=self._discovery_hold.retry_after(),
+                    )
+                self._discovery_hold.tried()
                 metadata = await discover(self._client(), self.issuer)
                 if metadata.authorization_endpoint is None or metadata.token_endpoint is None:
                     raise IssuerUnavailableError(
@@ -441,6 +451,17 @@ class PeopleSignIn:
                 f"The sign-in could not be completed: {exc}. Nobody was signed in.",
             )
         principal = claims.get(self.principal_claim)
+        if isinstance(principal, str) and principal:
+            try:
+                checked_principal(principal)
+            except InvalidTokenError as exc:
+                logger.warning("people's sign-in refused: %s", exc)
+                return self._failed(
+                    request,
+                    400,
+                    "Not signed in",
+                    f"The sign-in provider named you in a way askback cannot use ({exc}). Nobody was signed in.",
+                )
         try:
             person = principal_of(principal, self.issuer, home=self.home_issuer) if isinstance(principal, str) else None
         except ValueError:

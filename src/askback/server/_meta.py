@@ -30,6 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from askback.core._connect import checked_label
 from askback.core.flow import AccountsPort, NotReady, Readiness, readiness
 from askback.errors import AskbackError, ConfigurationError, DefinitionError
 from askback.server._catalogue import CatalogueTool, checked_connections
@@ -188,6 +189,10 @@ class _Meta:
         self, connection: str, label: str = ""
     ) -> Annotated[CallToolResult, ConnectAccountResult]:
         [name] = self._names([connection])
+        try:
+            checked_label(label)
+        except AskbackError as exc:
+            raise ToolError(str(exc)) from None
         url = await self._with_port(lambda port: port.link(name, label, self.app.new_id()))
         host = urlsplit(url).hostname or ""
         found = ConnectAccountResult(connection=name, url=url, host=host)

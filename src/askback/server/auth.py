@@ -30,7 +30,7 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Aut
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from askback.core.caller import Caller, principal_of
+from askback.core.caller import Caller, checked_principal, principal_of
 from askback.errors import AskbackError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import AuthPolicy, Bearer, BearerCheck, Open, Signed
 
@@ -89,7 +89,7 @@ class SdkVerifierCheck:
         if issuer is not None and not isinstance(issuer, str):
             raise InvalidTokenError("the token verifier named an issuer that is not a string")
         try:
-            principal = principal_of(info.subject or info.client_id, issuer, home=self.home_issuer)
+            principal = principal_of(checked_principal(info.subject or info.client_id), issuer, home=self.home_issuer)
         except ValueError as exc:
             raise InvalidTokenError(f"the token names no usable principal: {exc}") from None
         return Caller(
@@ -156,7 +156,11 @@ class BearerBackend(AuthenticationBackend):
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
         if not isinstance(policy_for(conn.url.path, self.policies), Bearer):
             return None
-        header = conn.headers.get("authorization")
+        given = conn.headers.getlist("authorization")
+        if len(given) > 1:
+            # Two credentials are two readings of who is calling: a proxy may check one and askback the other.
+            raise Unauthenticated("send one Authorization header, not several", error="invalid_request", status=400)
+        header = given[0] if given else None
         if not header:
             if not self.allow_anonymous:
                 # RFC 6750 section 3.1: no error code when the request carried no credentials at all.
@@ -169,6 +173,8 @@ class BearerBackend(AuthenticationBackend):
             raise Unauthenticated("use an Authorization: Bearer <token> header", error=None)
         try:
             caller = await self.check.verify(token.strip())
+            # A deployment's own check is held to the same names as askback's.
+            checked_principal(caller.principal)
         except InvalidTokenError as exc:
             raise Unauthenticated(str(exc), error="invalid_token") from None
         except IssuerUnavailableError as exc:

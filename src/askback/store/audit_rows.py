@@ -15,6 +15,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from askback.audit.chain import CONTENT_FIELDS
 from askback.audit.event import AuditEvent, AuditFilter
+from askback.core.caller import split_scopes
 from askback.core.text import storable
 from askback.store._models import AuditChainRow, AuditRow
 
@@ -138,5 +139,5 @@ def from_row(row: Mapping[str, Any]) -> AuditEvent:
         outcome=row["outcome"],
         detail=row["detail"],
         instance=row["instance"],
-        scopes=None if row["scopes"] is None else tuple(row["scopes"].split()),
+        scopes=None if row["scopes"] is None else split_scopes(row["scopes"]),
     )

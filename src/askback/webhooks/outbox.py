@@ -24,6 +24,7 @@ from sqlalchemy import Table, bindparam, column, func, insert, select, table, up
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from askback.core.caller import split_scopes
 from askback.store import Store
 from askback.webhooks._models import AttemptRow, CursorRow, DeliveryRow
 from askback.webhooks.endpoints import Endpoint
@@ -181,7 +182,7 @@ def _audit_event(row: Any) -> SourceEvent:
         "action": row.action,
         "detail": row.detail,
         "instance": row.instance,
-        "scopes": None if row.scopes is None else row.scopes.split(),
+        "scopes": None if row.scopes is None else list(split_scopes(row.scopes)),
     }
     return SourceEvent(row.id, f"audit.{row.event}", row.at, data)
 

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 
+from askback.core.caller import split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
@@ -117,7 +118,7 @@ def _record(row: Any) -> TaskRecord:
     return TaskRecord(
         task_id=row.task_id,
         principal=row.principal,
-        scopes=tuple((row.scopes or "").split()),
+        scopes=split_scopes(row.scopes or ""),
         tool=row.tool,
         arguments=json.loads(row.arguments),
         capabilities=json.loads(row.capabilities),
