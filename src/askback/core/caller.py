@@ -61,12 +61,13 @@ class Caller:
 def principal_of(subject: str, issuer: str | None, *, home: str | None) -> str:
     """The principal `subject` of `issuer` is, on a deployment whose home issuer is `home` (see the module's
     docstring): `subject` itself when `issuer` is `home` or none, and the subject holds no `#`; else
-    `<issuer>#<subject>` (`#<subject>` for a subject with a `#` that no issuer vouches for). `ValueError` for an
-    empty subject, an issuer holding a `#` (a URL with a fragment, never an issuer's identifier), or a principal
-    longer than `MAX_PRINCIPAL` characters."""
-    if not subject:
-        raise ValueError("the principal has no subject")
-    if issuer is not None and (not issuer or "#" in issuer):
+    `<issuer>#<subject>` (`#<subject>` for a subject with a `#` that no issuer vouches for). `ValueError` for a
+    subject `checked_principal` refuses, an issuer holding a `#` (a URL with a fragment, never an issuer's
+    identifier) or what no name may hold, or a principal longer than `MAX_PRINCIPAL` characters."""
+    problem = name_problem(subject, what="the subject", limit=MAX_PRINCIPAL)
+    if problem is not None:
+        raise ValueError(problem)
+    if issuer is not None and (not issuer or "#" in issuer or name_problem(issuer, what="", limit=MAX_PRINCIPAL)):
         raise ValueError("the issuer is not a URL without a fragment")
     bare = (issuer == home or issuer is None) and "#" not in subject
     principal = subject if bare else f"{issuer or ''}#{subject}"
