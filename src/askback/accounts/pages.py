@@ -33,7 +33,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import ipaddress
 import re
 import secrets
 from collections.abc import Mapping
@@ -49,6 +48,7 @@ from starlette.routing import Route
 from askback.accounts.repository import Account
 from askback.accounts.service import AccountService, Failed, Redirect, SignInVerifier
 from askback.asgi import FormGuard, FormRefusal
+from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError, InvalidParamsError
 from askback.pages import PageKit, SignIn, safe_next_path
 
@@ -139,12 +139,7 @@ class DevelopmentSignIn:
     def check_site(base_url: str) -> None:
         """Refuse (`ConfigurationError`) a site people reach outside loopback: where anyone can be anyone, the
         people must be the developer's own machine."""
-        host = urlsplit(base_url).hostname or ""
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
+        if not is_loopback(urlsplit(base_url).hostname):
             raise ConfigurationError(
                 "The development sign-in lets anyone sign in as anyone, so it serves only a site on loopback "
                 "(http://127.0.0.1, http://localhost), and this one is reached elsewhere (its base_url). Give the "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from askback.cli._inbox_people import inbox_people
+from askback.cli._inbox_people import check_reachable, inbox_people
 from askback.cli._runtime import (
     AS_JSON,
     DATABASE,
@@ -393,6 +393,16 @@ def inbox_serve(
     auth_client_id: Annotated[
         str | None, typer.Option("--auth-client-id", help="The inbox's client id at the --auth-issuer.")
     ] = None,
+    behind_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--behind-signing-in-proxy",
+            help=(
+                "With --user or --user-header on an address other machines reach (--host 0.0.0.0): only a proxy that "
+                "signs people in reaches the inbox. Without it, such an inbox is refused."
+            ),
+        ),
+    ] = False,
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Resume a call once its round is answered.")
     ] = True,
@@ -425,6 +435,7 @@ def inbox_serve(
         raise UsageError("--auth-issuer and --auth-client-id go together: give both, or neither")
     if not 0 < port < 65536:
         raise UsageError(f"--port {port} is not a TCP port")
+    check_reachable(host, signs_in=auth_issuer is not None, behind_proxy=behind_proxy)
     hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
     if webhook_secret_env is not None and not hooks:
         raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
