@@ -38,12 +38,13 @@ from askback.cli._runtime import (
 )
 from askback.cli.call import call
 from askback.cli.output import UsageError, reports_errors
-from askback.errors import ResumeDueError
+from askback.errors import ResumeDueError, UnsafeLinkError
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
     from askback.runtime import ParkedQuestion, Runtime
     from askback.runtime.calls import Outcome, Pending
+    from askback.runtime.questions import Link
 
 __all__ = ["register"]
 
@@ -89,6 +90,9 @@ def inbox_list(
     if not found:
         typer.echo("no questions waiting")
         return
+    from askback.settings import load_settings
+
+    development = load_settings().development
     calls: dict[str, list[Pending]] = {}
     for p in found:
         calls.setdefault(p.question.call_id, []).append(p)
@@ -101,7 +105,7 @@ def inbox_list(
         typer.echo(f"  {_asked_by(first.question, _CALL_LISTED)}")
         for p in pending[:QUESTIONS_LISTED]:
             q = p.question
-            where = f"  -> {for_terminal(q.host or '?')}" if q.mode == "url" else ""
+            where = f"  -> {_listed_host(q, development)}" if q.mode == "url" else ""
             if q.problem is not None:
                 where = "  (cannot be shown: decline or cancel it)"
             message = for_terminal(shorten(q.message, _MESSAGE_LISTED))
@@ -179,16 +183,33 @@ def inbox_show(
         typer.echo(f"  round {r['round']}: asked {when(r['asked_at'])}, answered {when(r['sent_at'])}")
 
 
-def _link_line(q: ParkedQuestion) -> str:
-    """A URL question's link as a browser reads it, or why it is not shown as a link."""
-    from askback.errors import UnsafeLinkError
+def _checked_link(q: ParkedQuestion, development: bool) -> Link | UnsafeLinkError:
+    """A URL question's link as a browser reads it (`check_link`, as every renderer reads it), or why it is not shown
+    as a link."""
     from askback.runtime.questions import check_link
-    from askback.settings import load_settings
 
     try:
-        link = check_link(q.url or "", development=load_settings().development)
+        return check_link(q.url or "", development=development)
     except UnsafeLinkError as exc:
-        return f"not shown as a link: {for_terminal(str(exc))}"
+        return exc
+
+
+def _listed_host(q: ParkedQuestion, development: bool) -> str:
+    """The host a URL question's link reaches, for `inbox list`: its ASCII form beside an internationalised one, and
+    a link not shown as one said to be so."""
+    link = _checked_link(q, development)
+    if isinstance(link, UnsafeLinkError):
+        return f"{for_terminal(q.host or 'no host')}, not shown as a link (`askback inbox show {q.call_id}` says why)"
+    return for_terminal(link.shown)
+
+
+def _link_line(q: ParkedQuestion) -> str:
+    """A URL question's link as a browser reads it, or why it is not shown as a link."""
+    from askback.settings import load_settings
+
+    link = _checked_link(q, load_settings().development)
+    if isinstance(link, UnsafeLinkError):
+        return f"not shown as a link: {for_terminal(str(link))}"
     return f"link to {for_terminal(link.shown)}: {for_terminal(link.href)}"
 
 
