@@ -464,8 +464,7 @@ def inbox_serve(
     principal = inbox_people(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
 
     async def work(runtime: Runtime) -> None:
-        from starlette.applications import Starlette
-        from starlette.routing import Mount, Route
+        from starlette.routing import Route, Router
 
         from askback.runtime.inbox import inbox_app as build
         from askback.runtime.webhooks import RECEIVER_PATH, webhook_receiver
@@ -473,7 +472,8 @@ def inbox_serve(
         app: Any = build(runtime, principal=principal, resume=resume)
         if hooks:
             receiver = webhook_receiver(runtime, secrets=hooks)
-            app = Starlette(routes=[Route(RECEIVER_PATH, receiver), Mount("/", app=app)])
+            # The inbox answers every other path, a line break in it too (a `Mount("/")` would leave that one bare).
+            app = Router(routes=[Route(RECEIVER_PATH, receiver)], default=app, redirect_slashes=False)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         typer.echo(f"askback inbox: http://{host}:{port}/", err=True)
         try:
