@@ -12,6 +12,7 @@ Playwright, a SQLite file.
 from __future__ import annotations
 
 import secrets
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,8 +62,39 @@ async def test_coming_back_after_the_visit_time_fails_clearly_and_connects_nothi
 
     assert late is not None and late.status == 400
     said = await main_text(page)
-    assert "The time allowed to sign in at the provider and come back ran out" in said
-    assert "Nothing was connected. Ask your assistant again for a new link." in said
+    assert "This sign-in has expired: the time allowed to sign in at the provider and come back ran out" in said
+    assert "Nothing was connected. Ask your assistant again for a new link, and start again from it." in said
+    assert await site.account(account) == (Status.PENDING, None)
+
+
+async def let_the_browser_clock_run(context: BrowserContext, seconds: float) -> None:
+    """What `seconds` passing does to a browser's cookies: each one whose lifetime ends by then is gone (the site's
+    clock is frozen and moved by the test; the browser's cookies live by the real one)."""
+    kept = [c for c in await context.cookies() if c["expires"] == -1 or c["expires"] > time.time() + seconds]
+    await context.clear_cookies()
+    await context.add_cookies(kept)  # type: ignore[arg-type]
+
+
+async def test_a_callback_after_the_visit_time_says_the_sign_in_expired_and_one_without_the_cookie_not_started_here(
+    site: Site, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    link, account = await site.link("alice", "oidc")
+    context, page = await new_person(browser, site, "alice")
+    other_context, other = await new_person(browser, site, "alice")
+    contexts.extend([context, other_context])
+    callback = await consent_and_hold_the_callback(page, site, link)
+
+    site.clock.advance(VISIT_TTL + 60)
+    await let_the_browser_clock_run(context, VISIT_TTL + 60)
+    elsewhere = await other.goto(callback)
+    late = await page.goto(callback)
+
+    assert elsewhere is not None and elsewhere.status == 403
+    assert "This sign-in was not started in this browser" in await main_text(other)
+    assert late is not None and late.status == 400
+    said = await main_text(page)
+    assert "This sign-in has expired" in said and "not started in this browser" not in said
+    assert "Ask your assistant again for a new link, and start again from it." in said
     assert await site.account(account) == (Status.PENDING, None)
 
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import anyio
 import httpx
@@ -39,6 +39,8 @@ from _signin_site import (
 from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from tests.fixtures.hostile_server import serving_hostile
+from tests.fixtures.hostile_text import ODD_KEYS
 
 from _accounts_site import form_field, main_text
 from askback.accounts.status import Status
@@ -454,6 +456,71 @@ async def test_the_inbox_sends_a_person_through_the_provider_to_the_question_and
     assert "Approve the budget?" not in await main_text(bob)
 
 
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[str]:
+    with serving_hostile(free_port()) as url:
+        yield url
+
+
+async def test_every_key_the_signed_in_inbox_lists_opens_its_question_and_is_answered(
+    hostile: str,
+    inbox_database: str,
+    inbox: str,
+    provider: OidcProvider,
+    browser: Browser,
+    people: list[BrowserContext],
+) -> None:
+    runtime = await Runtime.open(
+        inbox_database, renderers=[WebInbox()], settings=load_settings(database_url=inbox_database)
+    )
+    try:
+        parked = await runtime.call_tool(hostile, "odd_keys", {}, principal="carol")
+    finally:
+        await runtime.close()
+    assert isinstance(parked, Parked), parked
+    assert sorted(q.key for q in parked.questions) == sorted(ODD_KEYS)
+
+    with anyio.fail_after(60):
+        # The inbox is up once it answers; the transport retries the connection, backing off, while it starts.
+        async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(retries=7)) as http:
+            await http.get(f"{inbox}/")
+    # Not signed in at a question whose key holds a line break: signed in, carol is back at that very question.
+    carol = await person(browser, people)
+    first = f"{inbox}/q/{parked.call_id}/1/{quote(ODD_KEYS[0], safe='')}"
+    await carol.goto(first)
+    await sign_in_as(carol, provider.issuer, "carol")
+    await carol.wait_for_url(first)
+    assert await heading(carol) == "A question from the tool odd_keys"
+
+    await carol.goto(f"{inbox}/")
+    links = [await a.get_attribute("href") or "" for a in await carol.locator("main h2 a").all()]
+    assert len(links) == len(ODD_KEYS)
+    for link in links:
+        opened = await carol.goto(f"{inbox}{link}")
+        assert opened is not None and opened.status == 200, link
+        assert await heading(carol) == "A question from the tool odd_keys"
+        async with carol.expect_navigation():
+            await carol.get_by_role("button", name="Decline").click()
+        assert parse_qs(urlsplit(carol.url).query)["done"] == ["decline"], link
+    runtime = await Runtime.open(inbox_database, settings=load_settings(database_url=inbox_database))
+    try:
+        answered = await runtime.calls.answers(parked.call_id, 1)
+    finally:
+        await runtime.close()
+    assert {key: a.action for key, a in answered.items()} == dict.fromkeys(ODD_KEYS, "decline")
+
+
+@pytest.mark.parametrize("path", ["/nothing%0Ahere", "/q/call_x/one%0A/line", f"{AUTH}/sign%0Ain", f"{AUTH}/%0Ax"])
+async def test_a_path_with_a_line_break_is_a_404_of_the_signed_in_inbox_with_its_headers(inbox: str, path: str) -> None:
+    async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(retries=7)) as http:
+        answered = await http.get(f"{inbox}{path}")
+    assert answered.status_code == 404
+    assert answered.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in answered.headers["content-security-policy"]
+    assert answered.headers["x-content-type-options"] == "nosniff" and answered.headers["cache-control"] == "no-store"
+    assert "Traceback" not in answered.text
+
+
 async def test_as_an_extension_the_sign_in_is_served_beside_mcp_with_the_account_pages_that_use_it(
     provider: OidcProvider, tmp_path: Path
 ) -> None:
@@ -482,3 +549,35 @@ async def test_as_an_extension_the_sign_in_is_served_beside_mcp_with_the_account
     assert opened.status_code == 303
     assert opened.headers["location"] == f"{AUTH}/sign-in?{urlencode({'next': link.removeprefix(base)})}"
     assert started.status_code == 303 and started.headers["location"].startswith(provider.authorization_endpoint)
+
+
+async def test_beside_mcp_a_path_with_a_line_break_under_the_account_or_sign_in_pages_is_their_404_with_headers(
+    provider: OidcProvider, tmp_path: Path
+) -> None:
+    from askback import Askback
+    from askback.accounts import AccountsSetup
+    from askback.accounts.connections import ApiKeyConnection, Connections
+    from askback.accounts.vault import Vault, new_key
+    from askback.server.http import build_app
+
+    base = "https://tools.example"
+    sign_in = people_sign_in(provider, base, FrozenClock())
+    accounts = AccountsSetup(
+        connections=Connections([ApiKeyConnection(name="notes")]),
+        vault=Vault(new_key()),
+        verifier=sign_in,
+        base_url=base,
+    )
+    settings = load_settings(database_url=f"sqlite:///{tmp_path / 'askback.db'}", state_keys=secrets.token_urlsafe(32))
+    app = Askback("notes", settings=settings, extensions=[sign_in, accounts])
+    paths = [f"{ACCOUNTS}/%0Astart", f"{ACCOUNTS}/start%0A/x", f"{AUTH}/%0Asign-in", f"{AUTH}/sign-in%0Ax"]
+    async with app.running():
+        served = build_app(app, allow_anonymous=True)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url=base) as http:
+            answers = {path: await http.get(path) for path in paths}
+    for path, answered in answers.items():
+        assert answered.status_code == 404, path
+        assert answered.headers["content-type"].startswith("text/html"), path
+        assert "default-src 'none'" in answered.headers["content-security-policy"], path
+        assert answered.headers["x-frame-options"] == "DENY" and answered.headers["referrer-policy"] == "no-referrer"
+        assert "Traceback" not in answered.text

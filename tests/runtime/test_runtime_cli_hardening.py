@@ -279,6 +279,23 @@ def test_inbox_list_shortens_a_huge_message_and_a_round_of_a_thousand_questions(
     assert len(shown.stdout) > 5_000_000
 
 
+def test_inbox_list_shows_the_host_each_url_question_reaches_as_a_browser_reads_it(
+    hostile: Hostile, database: str
+) -> None:
+    idna = park(hostile.url, "link_idna", database)
+    hidden = park(hostile.url, "link_zwsp", database)
+
+    listed = askback("inbox", "list", "--database", database)
+
+    assert listed.returncode == ExitStatus.OK, listed.stderr
+    assert "connect (url): Sign in there.  -> bücher.example (xn--bcher-kva.example)" in listed.stdout
+    assert (
+        "connect (url): Sign in there.  -> accounts.example.com, not shown as a link "
+        f"(`askback inbox show {hidden}` says why)"
+    ) in listed.stdout
+    assert idna in listed.stdout
+
+
 # Ctrl-C at the prompt, and errors on a line of their own ------------------------------------------------------------
 
 

@@ -354,6 +354,15 @@ def receiving(database: str, secrets_: str) -> Iterator[str]:
 
 
 @pytest.mark.http
+def test_beside_the_receiver_a_path_with_a_line_break_is_the_inbox_404_with_its_headers(tmp_path: Path) -> None:
+    with receiving(f"sqlite:///{tmp_path / 'agent.db'}", SECRET) as receiver:
+        answered = httpx.get(receiver.removesuffix("/webhooks/askback") + "/nothing%0Ahere", timeout=10)
+    assert answered.status_code == 404 and answered.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in answered.headers["content-security-policy"]
+    assert answered.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.http
 async def test_two_inbox_processes_sharing_one_database_given_the_webhook_at_once_resume_the_call_once(
     runtime: Runtime, site: Site, tmp_path: Path
 ) -> None:

@@ -34,8 +34,8 @@ _MESSAGES: dict[RefusalReason, str] = {
     "used": "This link has already been used. Nothing was changed. Ask your assistant again for a new one.",
     "expired": "This link has expired. Nothing was changed. Ask your assistant again for a new one.",
     "visit_expired": (
-        "The time allowed to sign in at the provider and come back ran out before you came back. Nothing was "
-        "connected. Ask your assistant again for a new link."
+        "This sign-in has expired: the time allowed to sign in at the provider and come back ran out before you came "
+        "back. Nothing was connected. Ask your assistant again for a new link, and start again from it."
     ),
 }
 

@@ -17,8 +17,9 @@ Every POST (the key form, the development sign-in) is checked by `asgi.FormGuard
 the browser says comes from another site (`Origin`, `Sec-Fetch-Site`), or without this browser's form token
 (`askback_accounts_csrf`, HttpOnly, SameSite=Strict, repeated in a hidden field), is refused with 403. The browser
 that opens a link gets `askback_accounts_browser`, a random value (HttpOnly, SameSite=Lax so that it comes back
-with the provider's redirect, Secure over https, scoped to the pages' path, as long-lived as the provider visit) that
-the authorization is bound to: a callback or key form brought by another browser is refused, whoever is signed in.
+with the provider's redirect, Secure over https, scoped to the pages' path, kept a day longer than the provider
+visit) that the authorization is bound to: a callback or key form brought by another browser is refused, whoever is
+signed in, and one brought back by this browser after the visit time says the sign-in expired.
 
 A person nobody has signed in yet, opening a link, is sent (303) to the verifier's sign-in page when it has one (an
 `askback.pages.SignIn`, such as `askback.identity.PeopleSignIn`), to come back to the link once signed in; a verifier
@@ -33,7 +34,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import ipaddress
 import re
 import secrets
 from collections.abc import Mapping
@@ -49,6 +49,7 @@ from starlette.routing import Route
 from askback.accounts.repository import Account
 from askback.accounts.service import AccountService, Failed, Redirect, SignInVerifier
 from askback.asgi import FormGuard, FormRefusal
+from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError, InvalidParamsError
 from askback.pages import PageKit, SignIn, safe_next_path
 
@@ -69,6 +70,9 @@ CSRF_COOKIE = "askback_accounts_csrf"
 BROWSER_COOKIE = "askback_accounts_browser"
 """The random value an authorization is bound to, held by the browser that opened the link."""
 _BROWSER_VALUE = re.compile(r"[A-Za-z0-9_-]{43}")
+# The browser keeps its value a day longer than the provider visit lasts: a person who comes back late is then told
+# that the visit expired, not that this browser never started it (the cookie would have gone with the visit).
+_BROWSER_KEPT_AFTER_VISIT = 24 * 3600
 
 _REFUSALS: Mapping[FormRefusal, str] = {
     "cross_site": (
@@ -139,12 +143,7 @@ class DevelopmentSignIn:
     def check_site(base_url: str) -> None:
         """Refuse (`ConfigurationError`) a site people reach outside loopback: where anyone can be anyone, the
         people must be the developer's own machine."""
-        host = urlsplit(base_url).hostname or ""
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
+        if not is_loopback(urlsplit(base_url).hostname):
             raise ConfigurationError(
                 "The development sign-in lets anyone sign in as anyone, so it serves only a site on loopback "
                 "(http://127.0.0.1, http://localhost), and this one is reached elsewhere (its base_url). Give the "
@@ -231,7 +230,7 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
         response.set_cookie(
             BROWSER_COOKIE,
             browser,
-            max_age=max(1, int(service.provider_visit_ttl)),
+            max_age=max(1, int(service.provider_visit_ttl)) + _BROWSER_KEPT_AFTER_VISIT,
             path=prefix,
             httponly=True,
             samesite="lax",

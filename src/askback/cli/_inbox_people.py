@@ -1,5 +1,5 @@
 """Who opens a page of `askback inbox serve`: the one `--user`, the `--user-header` a signing-in proxy sets, or people
-signed in at `--auth-issuer` with OpenID Connect."""
+signed in at `--auth-issuer` with OpenID Connect; and whether that may be served on the address asked for."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from askback.identity import PeopleSignIn
 
-__all__ = ["InboxPeople", "inbox_people"]
+__all__ = ["InboxPeople", "check_reachable", "inbox_people"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,24 @@ class InboxPeople:
     principal: Any
     sign_in: PeopleSignIn | None = None
     notice: str | None = None
+
+
+def check_reachable(host: str, *, signs_in: bool, behind_proxy: bool) -> None:
+    """Refuse (`UsageError`, before anything is bound) an inbox that nobody signs in to on an address other machines
+    reach: `--user` makes everyone who reaches it that person, and `--user-header` trusts a header anyone can send,
+    unless `behind_proxy` says only a proxy that signs people in reaches it."""
+    from askback.cli.output import UsageError
+    from askback.core.questions import is_loopback
+
+    if behind_proxy and signs_in:
+        raise UsageError("--behind-signing-in-proxy goes with --user or --user-header, not with --auth-issuer")
+    if signs_in or behind_proxy or is_loopback(host):
+        return
+    raise UsageError(
+        f"refusing to serve the inbox on {host}, which other machines reach, with nobody signed in: sign people in "
+        "with --auth-issuer URL --auth-client-id ID, serve on 127.0.0.1, or pass --behind-signing-in-proxy when only "
+        "a proxy that signs people in reaches the inbox"
+    )
 
 
 def inbox_people(

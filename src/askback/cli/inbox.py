@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from askback.cli._inbox_people import inbox_people
+from askback.cli._inbox_people import check_reachable, inbox_people
 from askback.cli._runtime import (
     AS_JSON,
     DATABASE,
@@ -38,12 +38,13 @@ from askback.cli._runtime import (
 )
 from askback.cli.call import call
 from askback.cli.output import UsageError, reports_errors
-from askback.errors import ResumeDueError
+from askback.errors import ResumeDueError, UnsafeLinkError
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
     from askback.runtime import ParkedQuestion, Runtime
     from askback.runtime.calls import Outcome, Pending
+    from askback.runtime.questions import Link
 
 __all__ = ["register"]
 
@@ -89,6 +90,9 @@ def inbox_list(
     if not found:
         typer.echo("no questions waiting")
         return
+    from askback.settings import load_settings
+
+    development = load_settings().development
     calls: dict[str, list[Pending]] = {}
     for p in found:
         calls.setdefault(p.question.call_id, []).append(p)
@@ -101,7 +105,7 @@ def inbox_list(
         typer.echo(f"  {_asked_by(first.question, _CALL_LISTED)}")
         for p in pending[:QUESTIONS_LISTED]:
             q = p.question
-            where = f"  -> {for_terminal(q.host or '?')}" if q.mode == "url" else ""
+            where = f"  -> {_listed_host(q, development)}" if q.mode == "url" else ""
             if q.problem is not None:
                 where = "  (cannot be shown: decline or cancel it)"
             message = for_terminal(shorten(q.message, _MESSAGE_LISTED))
@@ -179,16 +183,33 @@ def inbox_show(
         typer.echo(f"  round {r['round']}: asked {when(r['asked_at'])}, answered {when(r['sent_at'])}")
 
 
-def _link_line(q: ParkedQuestion) -> str:
-    """A URL question's link as a browser reads it, or why it is not shown as a link."""
-    from askback.errors import UnsafeLinkError
+def _checked_link(q: ParkedQuestion, development: bool) -> Link | UnsafeLinkError:
+    """A URL question's link as a browser reads it (`check_link`, as every renderer reads it), or why it is not shown
+    as a link."""
     from askback.runtime.questions import check_link
-    from askback.settings import load_settings
 
     try:
-        link = check_link(q.url or "", development=load_settings().development)
+        return check_link(q.url or "", development=development)
     except UnsafeLinkError as exc:
-        return f"not shown as a link: {for_terminal(str(exc))}"
+        return exc
+
+
+def _listed_host(q: ParkedQuestion, development: bool) -> str:
+    """The host a URL question's link reaches, for `inbox list`: its ASCII form beside an internationalised one, and
+    a link not shown as one said to be so."""
+    link = _checked_link(q, development)
+    if isinstance(link, UnsafeLinkError):
+        return f"{for_terminal(q.host or 'no host')}, not shown as a link (`askback inbox show {q.call_id}` says why)"
+    return for_terminal(link.shown)
+
+
+def _link_line(q: ParkedQuestion) -> str:
+    """A URL question's link as a browser reads it, or why it is not shown as a link."""
+    from askback.settings import load_settings
+
+    link = _checked_link(q, load_settings().development)
+    if isinstance(link, UnsafeLinkError):
+        return f"not shown as a link: {for_terminal(str(link))}"
     return f"link to {for_terminal(link.shown)}: {for_terminal(link.href)}"
 
 
@@ -393,6 +414,16 @@ def inbox_serve(
     auth_client_id: Annotated[
         str | None, typer.Option("--auth-client-id", help="The inbox's client id at the --auth-issuer.")
     ] = None,
+    behind_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--behind-signing-in-proxy",
+            help=(
+                "With --user or --user-header on an address other machines reach (--host 0.0.0.0): only a proxy that "
+                "signs people in reaches the inbox. Without it, such an inbox is refused."
+            ),
+        ),
+    ] = False,
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Resume a call once its round is answered.")
     ] = True,
@@ -425,6 +456,7 @@ def inbox_serve(
         raise UsageError("--auth-issuer and --auth-client-id go together: give both, or neither")
     if not 0 < port < 65536:
         raise UsageError(f"--port {port} is not a TCP port")
+    check_reachable(host, signs_in=auth_issuer is not None, behind_proxy=behind_proxy)
     hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
     if webhook_secret_env is not None and not hooks:
         raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
@@ -433,8 +465,7 @@ def inbox_serve(
     sign_in = people.sign_in
 
     async def work(runtime: Runtime) -> None:
-        from starlette.applications import Starlette
-        from starlette.routing import Mount, Route
+        from starlette.routing import Route, Router
 
         from askback.extension import ExtensionContext
         from askback.runtime.inbox import inbox_app as build
@@ -446,7 +477,8 @@ def inbox_serve(
         app: Any = build(runtime, principal=people.principal, resume=resume)
         if hooks:
             receiver = webhook_receiver(runtime, secrets=hooks)
-            app = Starlette(routes=[Route(RECEIVER_PATH, receiver), Mount("/", app=app)])
+            # The inbox answers every other path, a line break in it too (a `Mount("/")` would leave that one bare).
+            app = Router(routes=[Route(RECEIVER_PATH, receiver)], default=app, redirect_slashes=False)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         if people.notice is not None:
             typer.echo(people.notice, err=True)

@@ -386,14 +386,23 @@ def connect_key(connection: str) -> str:
     return "connect." + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)[:50]
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` (a name or an address) is this machine: where plain http is acceptable for development."""
-    if host in _LOOPBACK_NAMES:
+def is_loopback(host: str | None) -> bool:
+    """Whether `host` is this machine: a loopback name (any case) or address (an IPv6 one bare or in a URL's
+    brackets, an IPv4 one mapped into IPv6 too). The one test of "only this machine reaches it" (plain http for
+    development, a server or an inbox served without sign-in); an unspecified address (0.0.0.0, ::) is not one."""
+    if not host:
+        return False
+    name = host.lower()
+    if name in _LOOPBACK_NAMES:
         return True
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(name)
     except ValueError:
         return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def check_link(url: str, *, key: str = "link") -> str:

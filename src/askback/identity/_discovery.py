@@ -9,13 +9,13 @@ the one trusted. Anything that keeps the metadata from being read is an `IssuerU
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from askback.core.questions import is_loopback
 from askback.errors import IssuerUnavailableError
 from askback.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, fetch_metadata, metadata_urls, names_issuer
 
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["IssuerMetadata", "check_issuer", "discover", "metadata_urls"]
-
-_LOOPBACK_NAMES = ("localhost",)
 
 
 @dataclass(frozen=True)
@@ -38,17 +36,6 @@ class IssuerMetadata:
     introspection_endpoint: str | None = None
     end_session_endpoint: str | None = None
     raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False, compare=False)
-
-
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_issuer(url: str) -> str:

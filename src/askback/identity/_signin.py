@@ -44,10 +44,11 @@ from starlette.routing import Route
 from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
 from askback.core.caller import principal_of
+from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity import schema
-from askback.identity._discovery import IssuerMetadata, check_issuer, discover, is_loopback
+from askback.identity._discovery import IssuerMetadata, check_issuer, discover
 from askback.identity._holdback import HoldBack
 from askback.identity._jwt import verify_id_token
 from askback.identity._keys import KeyCache

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -319,12 +320,21 @@ def bearer_check(
     return None
 
 
+class _Beneath(Mount):
+    """A `Mount` that takes every path beneath its own, a line break in it too. Starlette's `path` convertor stops at
+    one, so such a path would miss the mounted pages and get the server's bare 404, without the pages' headers."""
+
+    def __init__(self, path: str, app: ASGIApp) -> None:
+        super().__init__(path, app=app)
+        self.path_regex = re.compile(f"^{re.escape(self.path)}/(?P<path>.*)\\Z", re.DOTALL)
+
+
 def _routes_of(mounted: Mounted) -> list[Route | Mount]:
     """The routes of a mount: everything under its path, and the path itself (which a Starlette `Mount` does not
     match: RFC 9728's `/.well-known/oauth-protected-resource` is a document, not a folder)."""
     app = _SignedOnly(mounted.app, mounted.auth) if isinstance(mounted.auth, Signed) else mounted.app
     path = mounted.path.rstrip("/")
-    return [Route(path, app), Mount(path, app=app)]
+    return [Route(path, app), _Beneath(path, app)]
 
 
 def _metadata_url(check: BearerCheck | None, *, served: bool) -> Callable[[HTTPConnection], str | None]:

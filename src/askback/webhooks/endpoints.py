@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from askback.audit.event import EventKind
+from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError
 
 __all__ = ["ACCOUNT_EVENTS", "AUDIT_EVENTS", "Endpoint", "load_endpoints", "matches"]
@@ -93,21 +93,12 @@ def _check_url(url: str, where: str) -> None:
     parts = urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
         return
-    if parts.scheme == "http" and parts.hostname and _loopback(parts.hostname):
+    if parts.scheme == "http" and is_loopback(parts.hostname):
         return
     raise ConfigurationError(
         f"{where}: `url` must be an https URL (plain http only on loopback, for development); set it to the "
         "receiver's https address"
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_events(events: Sequence[str], where: str) -> None:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
@@ -39,15 +39,16 @@ Principal = Callable[[Request], str | Awaitable[str | None] | None] | SignIn
 
 class _InputKey(Convertor[str]):
     """A question's input key in a page's path: whatever the server chose, line breaks included (Starlette's `path`
-    convertor stops at one, and its pattern's `$` matches before a final one)."""
+    convertor stops at one, and its pattern's `$` matches before a final one), a key of dots alone as
+    `_view.key_segment` writes it."""
 
     regex = "[\\s\\S]+"
 
     def convert(self, value: str) -> str:
-        return value
+        return _view.key_of(value)
 
     def to_string(self, value: str) -> str:
-        return value
+        return _view.key_segment(value)
 
 
 register_url_convertor("input_key", _InputKey())
@@ -78,7 +79,9 @@ class _Inbox:
         """The answer to a page opened by nobody signed in: to the sign-in and back to the page when there is one,
         else the page saying so (401)."""
         if isinstance(self._principal, SignIn):
-            here = f"{request.url.path}?{request.url.query}" if request.url.query else request.url.path
+            # The path as the browser sent it, percent-encoded: decoded, a key's line break or `%2F` would be lost.
+            path = request.scope.get("raw_path") or quote(request.url.path).encode()
+            here = path.decode("latin-1") + (f"?{request.url.query}" if request.url.query else "")
             sign_in = self._principal.sign_in_url(request, here)
             if sign_in is not None:
                 return _KIT.redirect(sign_in)
@@ -227,6 +230,10 @@ def inbox_app(runtime: Runtime, *, principal: Principal, resume: bool = False) -
     beside = [m for m in getattr(principal, "mounts", ()) if isinstance(m, Mounted)]
     if not beside:
         return pages
-    # Each mounted app answers with its own headers (its own stylesheet's hash), so it sits beside the inbox's app.
+    # Each mounted app answers with its own headers (its own stylesheet's hash), so it sits beside the inbox's app,
+    # which answers every other path (a `Mount("/")` would miss one with a line break: a plain 404, no headers).
     served: list[BaseRoute] = [Mount(m.path, app=m.app) for m in beside]
-    return Starlette(routes=[*served, Mount("/", app=pages)])
+    app = Starlette(routes=served)
+    app.router.default = pages
+    app.router.redirect_slashes = False
+    return app

@@ -133,8 +133,25 @@ def shown_origin(origin: Origin | None) -> ShownOrigin | None:
     return ShownOrigin(for_terminal(origin.host), name, for_terminal(origin.call(_CALL_SHOWN)))
 
 
+# A path segment of dots alone is one a browser (and httpx) resolves away (`.`, `..`, their percent-encoded forms), so
+# a key of dots alone (the empty key too) travels as three more dots than it has: no other key is written that way.
+_DOTS_ADDED = "..."
+
+
+def key_segment(key: str) -> str:
+    """The path segment (before percent-encoding) a question's `key` travels in: the key itself, unless it is dots
+    alone."""
+    return key + _DOTS_ADDED if key.strip(".") == "" else key
+
+
+def key_of(segment: str) -> str:
+    """The key a path segment (percent-decoded) names: `key_segment` undone."""
+    return segment.removesuffix(_DOTS_ADDED) if segment.strip(".") == "" else segment
+
+
 def question_path(base: str, q: ParkedQuestion) -> str:
-    return f"{base}/q/{quote(q.call_id, safe='')}/{q.round}/{quote(q.key, safe='')}"
+    """The question's page, every byte of its call id and key percent-encoded (a `/` in a key too)."""
+    return f"{base}/q/{quote(q.call_id, safe='')}/{q.round}/{quote(key_segment(q.key), safe='')}"
 
 
 def call_path(base: str, call_id: str) -> str:
