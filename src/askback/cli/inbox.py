@@ -409,6 +409,17 @@ def inbox_serve(
             ),
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help=(
+                "A further host name to answer (again for more), beside the loopback names, ASKBACK_PUBLIC_URL's host "
+                "and ASKBACK_ALLOWED_HOSTS: the name a proxy forwards in Host. Other hosts are refused (421)."
+            ),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the web inbox: each person's pending questions, a form page per question, URL questions shown with
     their host and an explicit link (never fetched by the runtime), decline and cancel buttons."""
@@ -428,6 +439,14 @@ def inbox_serve(
     hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
     if webhook_secret_env is not None and not hooks:
         raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
+    hosts = list(allowed_host or ())
+    if hosts:
+        from askback.asgi import AllowedHosts
+
+        try:
+            AllowedHosts.of(hosts)
+        except ValueError as exc:
+            raise UsageError(f"--allowed-host: {exc}") from None
     headers = bearer(token, token_server, one_server=False)
     principal = inbox_people(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
 
@@ -438,9 +457,9 @@ def inbox_serve(
         from askback.runtime.inbox import inbox_app as build
         from askback.runtime.webhooks import RECEIVER_PATH, webhook_receiver
 
-        app: Any = build(runtime, principal=principal, resume=resume)
+        app: Any = build(runtime, principal=principal, resume=resume, hosts=hosts)
         if hooks:
-            receiver = webhook_receiver(runtime, secrets=hooks)
+            receiver = webhook_receiver(runtime, secrets=hooks, hosts=hosts)
             app = Starlette(routes=[Route(RECEIVER_PATH, receiver), Mount("/", app=app)])
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         typer.echo(f"askback inbox: http://{host}:{port}/", err=True)
