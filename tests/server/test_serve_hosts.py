@@ -115,10 +115,12 @@ def test_without_a_configured_resource_the_metadata_and_the_challenge_name_the_s
     assert by_address.headers["cache-control"] == by_name.headers["cache-control"] == "no-store"
 
 
-def test_a_configured_resource_is_named_whatever_the_host_and_its_metadata_may_be_cached(tmp_path: Path) -> None:
+def test_the_public_url_names_the_resource_whatever_the_host_and_its_metadata_may_be_cached(tmp_path: Path) -> None:
     resource = "https://askback.example.com/mcp"
-    with _identity(tmp_path, ASKBACK_AUTH_RESOURCE=resource) as base:
+    with _identity(tmp_path, ASKBACK_PUBLIC_URL="https://askback.example.com") as base:
         metadata, challenge = _metadata_and_challenge(base, "localhost")
+        public, public_challenge = _metadata_and_challenge(base, "askback.example.com")
+    assert metadata.json() == public.json() and challenge == public_challenge
     assert metadata.json()["resource"] == resource
     assert 'resource_metadata="https://askback.example.com/.well-known/oauth-protected-resource/mcp"' in challenge
     assert metadata.headers["cache-control"] == "public, max-age=300"
