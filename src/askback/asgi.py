@@ -190,9 +190,15 @@ class FormGuard:
         return site is not None and site not in ("same-origin", "none")
 
     def _configured_host(self, origin: str, request: Request) -> bool:
-        scheme, _, authority = origin.partition("://")
-        parsed = parse_host(authority)
-        return scheme == request.scope.get("scheme", "http") and parsed is not None and self.hosts.admits(parsed[0])
+        """An origin on one of `hosts`, over the scheme and port this request was served on (the socket's, never
+        `Host`'s): a page of another port on the same name is another site."""
+        parts = urlsplit(origin)
+        parsed = parse_host(parts.netloc)
+        served = request.scope.get("server")
+        if parsed is None or not self.hosts.admits(parsed[0]) or not served:
+            return False
+        port = parsed[1] if parsed[1] is not None else _DEFAULT_PORTS.get(parts.scheme)
+        return bool(parts.scheme == request.scope.get("scheme", "http") and port == served[1])
 
 
 def _normal_origin(value: str) -> str | None:

@@ -91,7 +91,8 @@ class Mounted:
     path: str
     app: ASGIApp
     auth: AuthPolicy = field(default_factory=Bearer)
-    public_url: str | None = None
+    # Not part of what the mount is: the same app at the same path, given again without it, is served once.
+    public_url: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.path.startswith("/") or self.path.rstrip("/") in ("", *RESERVED_PATHS):

@@ -112,6 +112,7 @@ def test_the_form_guard_refuses_an_origin_equal_to_the_requests_own_unconfigured
     rebound = _form_request("rebind.example:8765", "http://rebind.example:8765")
     assert guard.cross_site(rebound)
     assert not guard.cross_site(_form_request("127.0.0.1:8765", "http://127.0.0.1:8765"))
+    assert guard.cross_site(_form_request("127.0.0.1:8765", "http://127.0.0.1:8766"))  # another port: another site
     assert not guard.cross_site(_form_request("tools.example.com", "https://tools.example.com"))
     configured = FormGuard("csrf", hosts=AllowedHosts.of(["inbox.example.com"]))
     assert not configured.cross_site(_form_request("inbox.example.com:8765", "http://inbox.example.com:8765"))
