@@ -85,11 +85,14 @@ AuthPolicy = Bearer | Open | Signed
 @dataclass(frozen=True)
 class Mounted:
     """A further ASGI app served beside `/mcp` under `path`, reached under its own auth policy: `Bearer()` (the
-    MCP endpoint's token check), `Open()` or `Signed(verify)`."""
+    MCP endpoint's token check), `Open()` or `Signed(verify)`. `public_url` is where people reach it (scheme, host,
+    port), when that is not the server's own public URL: its host is then answered too."""
 
     path: str
     app: ASGIApp
     auth: AuthPolicy = field(default_factory=Bearer)
+    # Not part of what the mount is: the same app at the same path, given again without it, is served once.
+    public_url: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.path.startswith("/") or self.path.rstrip("/") in ("", *RESERVED_PATHS):

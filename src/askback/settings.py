@@ -28,14 +28,16 @@
 | `ASKBACK_RESUME_LEASE` | agent runtime: seconds a resume claimed by a process that never finished it stays its own | `120` |
 | `ASKBACK_DEVELOPMENT` | agent runtime: show plain-http links on loopback (local servers under development) | `false` |
 | `ASKBACK_DEBUG` | the command line: print a crash's traceback after its one-line error (as `askback --debug`) | `false` |
+| `ASKBACK_PUBLIC_URL` | where people and clients reach the server (scheme, host, port): its host is answered, and it names `/mcp` in the resource metadata | none |
+| `ASKBACK_ALLOWED_HOSTS` | comma-separated further hosts the HTTP surfaces answer (`name`, `10.0.0.5`, `[fd00::5]`, `*.example.com`), beside the loopback names and the public URLs' hosts | none |
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from askback.errors import ConfigurationError
 
@@ -90,6 +92,28 @@ class Settings(BaseSettings):
     development: bool = False
     # The command line: a crash's traceback is printed too (`askback --debug`).
     debug: bool = False
+    # The hosts every HTTP surface answers (`askback.asgi.HostGuard`): the loopback names, the public URL's host and
+    # these (DNS rebinding: a page on another name pointed at this address is refused).
+    public_url: str | None = None
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        return value.strip().rstrip("/") or None if value is not None else None
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return tuple(_split(value)) if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from askback.asgi import AllowedHosts  # the server stack, needed only where hosts are configured
+
+        AllowedHosts.of(value)
+        return value
 
     @field_validator("state_keys")
     @classmethod

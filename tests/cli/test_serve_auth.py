@@ -74,3 +74,15 @@ def test_a_bad_issuer_is_one_line_naming_the_variable(tmp_path: Path) -> None:
     )  # fmt: skip
     line = the_one_error_line(result)
     assert "ASKBACK_AUTH_ISSUER" in line
+
+
+def test_a_reachable_resource_server_without_a_configured_resource_is_refused_with_one_line(tmp_path: Path) -> None:
+    # Its metadata and every 401 name the resource: on a reachable address, only configuration may say what it is.
+    env = settings(tmp_path)
+    result = run_askback(
+        "serve", "askback.demo:server", "--host", "0.0.0.0", "--port", str(free_port()),
+        "--auth-issuer", "https://issuer.example", "--auth-audience", "askback",
+        cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    line = the_one_error_line(result)
+    assert "ASKBACK_AUTH_RESOURCE" in line and "0.0.0.0" in line

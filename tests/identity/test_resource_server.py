@@ -397,7 +397,8 @@ def test_the_served_app_names_the_issuer_resource_and_scopes_at_the_mcp_suffixed
     app = Askback("notes", settings=load_settings(database_url=db_url), extensions=[resource])
     base, response = _metadata_of(resource, build_app(app), "/.well-known/oauth-protected-resource/mcp")
     assert response.status_code == 200
-    assert response.headers["cache-control"] == "public, max-age=300"
+    # Nothing configured names the resource: the address served does, and nothing may cache it.
+    assert response.headers["cache-control"] == "no-store"
     assert response.json() == _expected(base, issuer)
     assert resource.metadata_url_for(base + "/mcp") == f"{base}/.well-known/oauth-protected-resource/mcp"
     assert resource.resource_metadata_url is None

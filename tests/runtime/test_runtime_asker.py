@@ -67,7 +67,7 @@ def inbox(runtime: Runtime) -> httpx.AsyncClient:
         return "ada"
 
     transport = httpx.ASGITransport(app=inbox_app(runtime, principal=ada))
-    return httpx.AsyncClient(transport=transport, base_url="http://inbox.test")
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765")
 
 
 async def test_the_store_keeps_the_name_the_server_gave_with_the_call(hostile: str, tmp_path: Path) -> None:

@@ -176,7 +176,9 @@ async def in_the_inbox(runtime: Runtime, outcome: dict[str, Any], form: dict[str
         questions.append(question)
     app = inbox_app(runtime, principal=who)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://inbox.test", headers={"X-User": person}) as page:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://127.0.0.1:8765", headers={"X-User": person}
+    ) as page:
         listing = await page.get("/")
         assert listing.status_code == 200, listing.text
         for question, action in zip(questions, ("accept", "decline"), strict=True):

@@ -175,7 +175,9 @@ async def test_the_inbox_page_shows_what_is_wrong_refuses_accept_and_records_a_d
     question = outcome.questions[0]
     path = f"/q/{question.call_id}/1/ok"
     transport = httpx.ASGITransport(app=inbox_app(runtime, principal=who))
-    async with httpx.AsyncClient(transport=transport, base_url="http://inbox.test", headers={"X-User": "ada"}) as page:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://127.0.0.1:8765", headers={"X-User": "ada"}
+    ) as page:
         listing = await page.get("/")
         assert listing.status_code == 200 and "question that cannot be shown (decline or cancel it)" in listing.text
         shown = await page.get(path)

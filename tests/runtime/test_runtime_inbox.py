@@ -33,7 +33,7 @@ from infra import FIXTURES, async_browser_context, async_chromium
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
-BASE = "http://inbox.test"
+BASE = "http://127.0.0.1:8765"
 
 
 # --- reading pages --------------------------------------------------------------------------------------------------

@@ -139,11 +139,14 @@ def test_an_extensions_mount_is_served_by_build_app_and_the_app_opened_by_its_li
     pages = Recording("pages", log, mounts=(Mounted("/pages", hello_pages(), auth=Open()),))
     app = Askback("notes", settings=settings_for(tmp_path), extensions=[pages])
     assert app.mounts == pages.mounts
-    with TestClient(build_app(app)) as http:
+    with TestClient(build_app(app), base_url="http://127.0.0.1") as http:
         assert log == ["start pages"]
         assert http.get("/pages/hello").json() == {"hello": "from the extension"}
         # Given again to build_app, as a mount made by hand would be: served once, not refused as a clash.
-        assert TestClient(build_app(app, mounts=pages.mounts)).get("/pages/hello").status_code == 200
+        assert (
+            TestClient(build_app(app, mounts=pages.mounts), base_url="http://127.0.0.1").get("/pages/hello").status_code
+            == 200
+        )
     assert log == ["start pages", "close pages"]
 
 
@@ -151,7 +154,9 @@ def test_the_apps_own_mounts_come_with_its_construction(tmp_path: Path) -> None:
     own = Mounted("/own", hello_pages(), auth=Open())
     app = Askback("notes", settings=settings_for(tmp_path), mounts=[own])
     assert app.mounts == (own,)
-    assert TestClient(build_app(app)).get("/own/hello").json() == {"hello": "from the extension"}
+    assert TestClient(build_app(app), base_url="http://127.0.0.1").get("/own/hello").json() == {
+        "hello": "from the extension"
+    }
 
 
 async def test_flow_connect_reaches_the_port_an_extension_provides(tmp_path: Path) -> None:

@@ -254,7 +254,7 @@ def test_a_signed_mount_never_lets_a_websocket_through(make_settings: Callable[.
     server = Askback("ws", settings=make_settings(demo_auth=False))
     app = build_app(server, mounts=[Mounted("/hooks", echo_app(reached), auth=Signed(lambda headers, body: True))])
     with (
-        TestClient(app) as client,
+        TestClient(app, base_url="http://127.0.0.1") as client,
         pytest.raises(WebSocketDisconnect) as closed,
         client.websocket_connect("/hooks/stream"),
     ):

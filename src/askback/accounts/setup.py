@@ -74,7 +74,7 @@ class AccountsSetup:
         self.prefix = "/" + prefix.strip("/")
         self.http = http
         self.pages = _LazyPages(self, verifier)
-        self.mounts = (Mounted(self.prefix, self.pages, auth=Open()),)
+        self.mounts = (Mounted(self.prefix, self.pages, auth=Open(), public_url=base_url),)
         self.ports = Ports(accounts=lambda principal: _CallerAccounts(self, principal))
         self._service: AccountService | None = None
         self._events: AccountEvents | None = None

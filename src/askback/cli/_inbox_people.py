@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from askback.identity import PeopleSignIn
 
-__all__ = ["InboxPeople", "check_reachable", "inbox_people"]
+__all__ = ["InboxPeople", "check_reachable", "checked_serve_options", "inbox_people"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,46 @@ def check_reachable(host: str, *, signs_in: bool, behind_proxy: bool) -> None:
         "with --auth-issuer URL --auth-client-id ID, serve on 127.0.0.1, or pass --behind-signing-in-proxy when only "
         "a proxy that signs people in reaches the inbox"
     )
+
+
+def checked_serve_options(
+    host: str,
+    port: int,
+    who: tuple[str | None, str | None, str | None, str | None],
+    behind_proxy: bool,
+    webhook_secret_env: str | None,
+    allowed_host: list[str] | None,
+) -> tuple[list[str], list[str]]:
+    """The options of `askback inbox serve` checked before anything is opened (`UsageError` naming the one to
+    change): `who` is (--user, --user-header, --auth-issuer, --auth-client-id). The webhook secrets and the further
+    hosts to answer."""
+    import os
+
+    from askback.cli.output import UsageError
+
+    user, user_header, auth_issuer, auth_client_id = who
+    if sum(given is not None for given in (user, user_header, auth_issuer)) != 1:
+        raise UsageError(
+            "say who answers, one way: --user NAME (one person), --user-header HEADER (behind a signing-in proxy) "
+            "or --auth-issuer URL (people sign in there, with --auth-client-id)"
+        )
+    if (auth_issuer is None) != (auth_client_id is None):
+        raise UsageError("--auth-issuer and --auth-client-id go together: give both, or neither")
+    if not 0 < port < 65536:
+        raise UsageError(f"--port {port} is not a TCP port")
+    check_reachable(host, signs_in=auth_issuer is not None, behind_proxy=behind_proxy)
+    hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
+    if webhook_secret_env is not None and not hooks:
+        raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
+    hosts = list(allowed_host or ())
+    if hosts:
+        from askback.asgi import AllowedHosts
+
+        try:
+            AllowedHosts.of(hosts)
+        except ValueError as exc:
+            raise UsageError(f"--allowed-host: {exc}") from None
+    return hooks, hosts
 
 
 def inbox_people(

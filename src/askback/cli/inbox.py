@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from askback.cli._inbox_people import check_reachable, inbox_people
+from askback.cli._inbox_people import checked_serve_options, inbox_people
 from askback.cli._runtime import (
     AS_JSON,
     DATABASE,
@@ -440,26 +440,25 @@ def inbox_serve(
             ),
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help=(
+                "A further host name to answer (again for more), beside the loopback names, ASKBACK_PUBLIC_URL's host "
+                "and ASKBACK_ALLOWED_HOSTS: the name a proxy forwards in Host. Other hosts are refused (421)."
+            ),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the web inbox: each person's pending questions, a form page per question, URL questions shown with
     their host and an explicit link (never fetched by the runtime), decline and cancel buttons."""
-    import os
-
     import uvicorn
 
-    if sum(given is not None for given in (user, user_header, auth_issuer)) != 1:
-        raise UsageError(
-            "say who answers, one way: --user NAME (one person), --user-header HEADER (behind a signing-in proxy) "
-            "or --auth-issuer URL (people sign in there, with --auth-client-id)"
-        )
-    if (auth_issuer is None) != (auth_client_id is None):
-        raise UsageError("--auth-issuer and --auth-client-id go together: give both, or neither")
-    if not 0 < port < 65536:
-        raise UsageError(f"--port {port} is not a TCP port")
-    check_reachable(host, signs_in=auth_issuer is not None, behind_proxy=behind_proxy)
-    hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
-    if webhook_secret_env is not None and not hooks:
-        raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
+    hooks, hosts = checked_serve_options(
+        host, port, (user, user_header, auth_issuer, auth_client_id), behind_proxy, webhook_secret_env, allowed_host
+    )
     headers = bearer(token, token_server, one_server=False)
     people = inbox_people(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
     sign_in = people.sign_in
@@ -474,9 +473,9 @@ def inbox_serve(
         if sign_in is not None:
             # Sessions live in the runtime's store, so signing out ends them for every inbox sharing it.
             await sign_in.start(ExtensionContext(store=runtime.store, settings=runtime.settings, clock=runtime.clock))
-        app: Any = build(runtime, principal=people.principal, resume=resume)
+        app: Any = build(runtime, principal=people.principal, resume=resume, hosts=hosts)
         if hooks:
-            receiver = webhook_receiver(runtime, secrets=hooks)
+            receiver = webhook_receiver(runtime, secrets=hooks, hosts=hosts)
             # The inbox answers every other path, a line break in it too (a `Mount("/")` would leave that one bare).
             app = Router(routes=[Route(RECEIVER_PATH, receiver)], default=app, redirect_slashes=False)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")

@@ -35,6 +35,7 @@ _LOG_ENV = "ASKBACK_SERVE_LOG"
 _VERIFIER_ENV = "ASKBACK_SERVE_VERIFIER"
 # `--expose` reaches the target (imported here and in every worker) as the setting it overrides.
 _EXPOSE_ENV = "ASKBACK_EXPOSE"
+_HOSTS_ENV = "ASKBACK_ALLOWED_HOSTS"
 _EXPOSURES = ("direct", "meta", "both")
 # `--auth-*` options reach the workers as the variables `askback.identity` reads.
 _AUTH_ENV = {
@@ -120,11 +121,12 @@ def add_webhooks(server: Askback) -> None:
 def resource_server() -> ResourceServer | None:
     """The OAuth 2.1 resource server `ASKBACK_AUTH_*` configure (`--auth-issuer`...), or `None` without an issuer."""
     from askback.identity import ResourceServer, load_identity_settings
+    from askback.settings import load_settings
 
     settings = load_identity_settings()
     if settings.issuer is None:
         return None
-    return ResourceServer.from_settings(settings)
+    return ResourceServer.from_settings(settings, public_url=load_settings().public_url)
 
 
 def start_with(server: Askback, resource: ResourceServer) -> None:
@@ -211,6 +213,15 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A further host name to answer (again for more), beside the loopback names, the public URL's "
+            "host and ASKBACK_ALLOWED_HOSTS: the name a load balancer or proxy forwards in Host.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve TARGET over Streamable HTTP at /mcp (MCP 2026-07-28 statelessly, and 2025-11-25 sessions), with /healthz,
     /readyz and the routes TARGET mounts itself (its `mounts`)."""
@@ -238,6 +249,13 @@ def serve(
     with listen.bound(host, port) as sockets:
         logs.configure(log_level, fmt)
         os.environ[_LOG_ENV] = f"{log_level}:{fmt}"
+        if allowed_host:
+            # As the setting it adds to, for this process and every worker; checked here, before anything starts.
+            hosts = [os.environ.get(_HOSTS_ENV, ""), *allowed_host]
+            os.environ[_HOSTS_ENV] = ",".join(h for h in hosts if h.strip())
+            from askback.settings import load_settings
+
+            load_settings()
         if expose is not None:
             # Before anything is imported (the target, or a token verifier in its module): an `Askback(...)` reads
             # the setting when it is made, here and in every worker.
@@ -249,6 +267,11 @@ def serve(
         resource = resource_server()
         if resource is not None and token_verifier is not None:
             raise UsageError("give either --auth-issuer (ASKBACK_AUTH_ISSUER) or --token-verifier, not both")
+        if resource is not None and resource.resource_url is None and not is_loopback(host):
+            raise UsageError(
+                f"refusing to serve {host} with --auth-issuer but no ASKBACK_AUTH_RESOURCE: set it to the URL "
+                "clients reach /mcp at (https://askback.example.com/mcp), which the resource metadata and every 401 name"
+            )
         if token_verifier is not None:
             load_object(token_verifier, "a token verifier")
             os.environ[_VERIFIER_ENV] = token_verifier

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from askback.asgi import served_origin
 from askback.clock import Clock, SystemClock
 from askback.core.caller import Caller
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
@@ -45,6 +46,7 @@ logger = logging.getLogger("askback.identity")
 PRM_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"
 _TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+_NO_RESOURCE = "set ASKBACK_AUTH_RESOURCE to the URL of /mcp"
 
 
 def _origin(url: str) -> str:
@@ -54,7 +56,8 @@ def _origin(url: str) -> str:
 
 class ProtectedResourceMetadata:
     """The RFC 9728 document of `/mcp`, served at the mount's root and at its `/mcp` suffix: GET (or HEAD) only,
-    public and cacheable, naming the resource (its configured URL, else the request's origin + `/mcp`)."""
+    naming the resource from configuration alone (`ResourceServer.resource_url`), else the address the request
+    reached (the listening socket's, never its `Host`). Public and cacheable when configured, `no-store` otherwise."""
 
     def __init__(self, server: ResourceServer) -> None:
         self._server = server
@@ -71,11 +74,13 @@ class ProtectedResourceMetadata:
             response = JSONResponse({"error": "not_found"}, status_code=404)
         elif request.method not in ("GET", "HEAD"):
             response = Response(status_code=405, headers={"Allow": "GET, HEAD"})
+        elif (base := self._server.resource_url or served_origin(scope)) is None:
+            # Served on a Unix socket, with nothing configured: no address names the resource.
+            response = JSONResponse({"error": "not_configured", "error_description": _NO_RESOURCE}, status_code=404)
         else:
-            base = f"{request.url.scheme}://{request.url.netloc}"
+            cache = "public, max-age=300" if self._server.resource_url is not None else "no-store"
             response = JSONResponse(
-                self._server.metadata(base),
-                headers={"Cache-Control": "public, max-age=300", "Access-Control-Allow-Origin": "*"},
+                self._server.metadata(base), headers={"Cache-Control": cache, "Access-Control-Allow-Origin": "*"}
             )
         await response(scope, receive, send)
 
@@ -84,8 +89,9 @@ class ResourceServer:
     """The OAuth 2.1 resource server of `/mcp` (see the module's docstring): tokens of `issuer` for `audience`.
 
     The arguments are the `IdentitySettings` fields (`ResourceServer.from_settings` takes them from the
-    environment); `http` is the client for the issuer (made, and closed, here when not given), `clock` the time
-    tokens are checked at (the app's, once started, when not given)."""
+    environment); `public_url` is where clients reach the server (`ASKBACK_PUBLIC_URL`: the app's, once started,
+    when not given), which names `/mcp` when `resource` is not set; `http` is the client for the issuer (made, and
+    closed, here when not given), `clock` the time tokens are checked at (the app's, once started, when not given)."""
 
     name = "identity"
     migrations: Sequence[Component] = ()
@@ -106,6 +112,7 @@ class ResourceServer:
         resource: str | None = None,
         scopes_supported: Sequence[str] = (),
         resource_name: str | None = None,
+        public_url: str | None = None,
         http: httpx.AsyncClient | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -139,6 +146,7 @@ class ResourceServer:
         self.issuer: str = settings.issuer
         self.audience: str = settings.expected_audience
         self.resource_name = resource_name
+        self.public_url = public_url.rstrip("/") if public_url else None
         self._owns_http = http is None
         self._http = http if http is not None else httpx.AsyncClient(timeout=_TIMEOUT, follow_redirects=False)
         self._clock_given = clock is not None
@@ -157,6 +165,7 @@ class ResourceServer:
         settings: IdentitySettings,
         *,
         resource_name: str | None = None,
+        public_url: str | None = None,
         http: httpx.AsyncClient | None = None,
         clock: Clock | None = None,
     ) -> ResourceServer:
@@ -164,7 +173,7 @@ class ResourceServer:
         if settings.issuer is None:
             raise ConfigurationError("the resource server needs an issuer: set ASKBACK_AUTH_ISSUER")
         values: dict[str, Any] = {name: getattr(settings, name) for name in IdentitySettings.model_fields}
-        return cls(**values, resource_name=resource_name, http=http, clock=clock)
+        return cls(**values, resource_name=resource_name, public_url=public_url, http=http, clock=clock)
 
     # The extension.
 
@@ -183,6 +192,8 @@ class ResourceServer:
             self._clock = context.clock
         if self.resource_name is None:
             self.resource_name = context.settings.server_name
+        if self.public_url is None:
+            self.public_url = context.settings.public_url
         try:
             keys = await self._discovered()
             await keys.load()
@@ -203,10 +214,18 @@ class ResourceServer:
     # The bearer check.
 
     @property
+    def resource_url(self) -> str | None:
+        """The URL of `/mcp` configuration names: `ASKBACK_AUTH_RESOURCE`, else the public URL's origin + `/mcp`;
+        `None` when neither is set."""
+        if self.settings.resource is not None:
+            return self.settings.resource
+        return f"{_origin(self.public_url)}{MCP_PATH}" if self.public_url else None
+
+    @property
     def resource_metadata_url(self) -> str | None:
-        """The metadata document's URL when the resource's URL is configured; else the HTTP layer builds it from
-        the request (`metadata_url_for`)."""
-        resource = self.settings.resource
+        """The metadata document's URL when configuration names the resource (`resource_url`); else the HTTP layer
+        builds it from the address the server listens on (`metadata_url_for`), never from a request's `Host`."""
+        resource = self.resource_url
         return self.metadata_url_for(resource) if resource is not None else None
 
     def metadata_url_for(self, base_url: str) -> str:
@@ -216,7 +235,7 @@ class ResourceServer:
     def metadata(self, base_url: str) -> dict[str, Any]:
         """The Protected Resource Metadata document (RFC 9728), for a request to `base_url`'s origin."""
         document: dict[str, Any] = {
-            "resource": self.settings.resource or f"{_origin(base_url)}{MCP_PATH}",
+            "resource": self.resource_url or f"{_origin(base_url)}{MCP_PATH}",
             "authorization_servers": [self.issuer],
             "bearer_methods_supported": ["header"],
         }

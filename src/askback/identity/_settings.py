@@ -11,7 +11,7 @@
 | `ASKBACK_AUTH_ACCEPT_JWT_TYP` | also accept access tokens whose `typ` is `JWT` (no `at+jwt` from the provider) | `false` |
 | `ASKBACK_AUTH_INTROSPECTION_URL` | RFC 7662 endpoint for opaque tokens | the issuer's, with a client id |
 | `ASKBACK_AUTH_CLIENT_ID`, `ASKBACK_AUTH_CLIENT_SECRET` | askback's credentials at the introspection endpoint | none |
-| `ASKBACK_AUTH_RESOURCE` | the canonical URL of `/mcp`, named in the resource metadata | the request's origin + `/mcp` |
+| `ASKBACK_AUTH_RESOURCE` | the canonical URL of `/mcp`, named in the resource metadata | `ASKBACK_PUBLIC_URL`'s origin + `/mcp`, else the address served + `/mcp` |
 | `ASKBACK_AUTH_SCOPES_SUPPORTED` | comma-separated scopes named in the protected resource metadata | none |
 """
 

@@ -176,7 +176,7 @@ class PeopleSignIn:
             "askback_sign_in_csrf", path=f"{self._site_path}{self.prefix}", origins=[self.base_url], secure=self.secure
         )
         self.app = self._build_app()
-        self.mounts = (Mounted(self.prefix, self.app, auth=Open()),)
+        self.mounts = (Mounted(self.prefix, self.app, auth=Open(), public_url=self.base_url),)
         self.ports = Ports()
 
     def __repr__(self) -> str:

@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from askback.asgi import CappedBody
+from askback.asgi import AllowedHosts, CappedBody, HostGuard
 from askback.clock import Clock
 from askback.core.questions import connect_key
 from askback.errors import AskbackError, CallStateError
@@ -305,12 +305,16 @@ def webhook_receiver(
     clock: Clock | None = None,
     resume_timeout: float = 10.0,
     max_body: int = _MAX_BODY,
+    hosts: Sequence[str] = (),
 ) -> ASGIApp:
     """An ASGI app taking Standard Webhooks POSTs for `runtime`: `account.connected` and `account.recovered` resume
     the calls waiting on that account (200, with each call's status), other events are ignored (204), a repeat of a
     webhook id does nothing again (200, `duplicate`). Refused: a signature none of `secrets` (`whsec_...`) made, or a
     timestamp more than `tolerance` seconds from now (401); a body over `max_body` bytes (413); a signed body that is
     not an event (400). A resume that fails or takes over `resume_timeout` seconds answers 503, for the sender to
-    retry. `clock` defaults to the runtime's. A secret that is not `whsec_<base64>` is `ConfigurationError`."""
+    retry. `clock` defaults to the runtime's. A secret that is not `whsec_<base64>` is `ConfigurationError`.
+    A request for a host other than the loopback names, the runtime's configured ones (`ASKBACK_ALLOWED_HOSTS`,
+    `ASKBACK_PUBLIC_URL`'s) and `hosts` is refused (421) before anything is read (`askback.asgi.HostGuard`)."""
     receiver = _Receiver(runtime, keys(secrets), tolerance, clock or runtime.clock, resume_timeout)
-    return CappedBody(receiver, limit=max_body)
+    allowed = AllowedHosts.configured(runtime.settings, hosts)
+    return HostGuard(CappedBody(receiver, limit=max_body), allowed=allowed)

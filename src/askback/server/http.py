@@ -6,6 +6,11 @@ policy (`Mounted`: hosted pages, OAuth callbacks, webhooks; see `auth.py`).
 Authentication: pass a `TokenVerifier` (the SDK's protocol) to check real tokens, and a request without one is
 refused (401); with `demo_auth` (the demo server), a token `demo-<name>` is user `<name>` and a request without a
 token is the user `anonymous`.
+
+Hosts: every request but the probes' is refused (421) unless its `Host` is one the server is configured for
+(`askback.asgi.HostGuard`: the loopback names, `ASKBACK_PUBLIC_URL`'s host, the configured resource's, each mount's
+`public_url`'s and `ASKBACK_ALLOWED_HOSTS`), and a request to `/mcp` whose `Origin` is on another host is refused
+(403). The SDK's own host and origin check is off: this one decides, so that the two never disagree.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import (
@@ -39,6 +45,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from askback.asgi import AllowedHosts, HostGuard, OriginGuard, served_origin
 from askback.audit.emit import instance_id
 from askback.core.caller import missing_scopes
 from askback.errors import AskbackError, DefinitionError, HeaderMismatchError, ProtocolVersionMissingError
@@ -64,6 +71,8 @@ _MCP_PATH = "/mcp"
 # Where RFC 9728 puts the Protected Resource Metadata of `/mcp` (the resource's path appended to the well-known one).
 PRM_PATH = "/.well-known/oauth-protected-resource"
 _PROBES: tuple[tuple[str, AuthPolicy], ...] = (("/healthz", Open()), ("/readyz", Open()))
+# The SDK's DNS rebinding check, which knows only the loopback names, is off: `HostGuard` and `OriginGuard` decide.
+_NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 class _SignedOnly:
@@ -337,18 +346,35 @@ def _routes_of(mounted: Mounted) -> list[Route | Mount]:
     return [Route(path, app), _Beneath(path, app)]
 
 
-def _metadata_url(check: BearerCheck | None, *, served: bool) -> Callable[[HTTPConnection], str | None]:
-    """Where a challenge points for the resource's metadata: the check's own URL, else the document this app serves
-    (on the request's own origin), else nowhere."""
+def _metadata_url(
+    check: BearerCheck | None, *, served: bool, public_url: str | None
+) -> Callable[[HTTPConnection], str | None]:
+    """Where a challenge points for the resource's metadata: the check's own URL, else the document this app serves,
+    on the public URL's origin or else the address the request reached (never its `Host`), else nowhere."""
 
     def url(conn: HTTPConnection) -> str | None:
         if check is not None and check.resource_metadata_url is not None:
             return check.resource_metadata_url
         if not served:
             return None
-        return f"{conn.url.scheme}://{conn.url.netloc}{PRM_PATH}{_MCP_PATH}"
+        origin = _origin(public_url) if public_url else served_origin(conn.scope)
+        return f"{origin}{PRM_PATH}{_MCP_PATH}" if origin is not None else None
 
     return url
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _answered_hosts(
+    server: Askback, check: BearerCheck | None, mounts: Sequence[Mounted], more: Sequence[str] = ()
+) -> AllowedHosts:
+    """The hosts `server`'s app answers: the loopback names, `ASKBACK_ALLOWED_HOSTS` and `more`, and the hosts of its
+    public URL, of the resource its metadata names and of each mount's `public_url`."""
+    resource = check.resource_metadata_url if check is not None else None
+    return AllowedHosts.configured(server.settings, more, urls=[resource, *(m.public_url for m in mounts)])
 
 
 def build_app(
@@ -360,14 +386,17 @@ def build_app(
     json_response: bool = False,
     allow_anonymous: bool | None = None,
     mounts: Sequence[Mounted] = (),
+    hosts: Sequence[str] = (),
 ) -> Starlette:
     """The ASGI app serving `server`. The store is opened before the first request is taken.
 
     Bearer tokens are checked by `bearer`, else by the app's own bearer port (an extension such as
     `askback.identity.ResourceServer`), else by `token_verifier` (the SDK's protocol), else, with `demo_auth`, by
     the demo's; with none of them requests are not authenticated. `allow_anonymous` (default: only with demo
-    authentication) serves requests without a token as the user `anonymous`; otherwise they get 401. `mounts` adds routes beside `/mcp`, each under its own auth policy, after
-    the server's own (`server.mounts`: its `mounts=` and its extensions'); one of those given again is served once.
+    authentication) serves requests without a token as the user `anonymous`; otherwise they get 401. `mounts` adds
+    routes beside `/mcp`, each under its own auth policy, after the server's own (`server.mounts`: its `mounts=` and
+    its extensions'); one of those given again is served once. `hosts` are further hosts to answer, beside those of
+    the configuration (see the module's docstring); `host` is the address the server listens on.
     """
     given = [*server.mounts, *mounts]
     mounts = [m for i, m in enumerate(given) if m not in given[:i]]
@@ -377,11 +406,17 @@ def build_app(
     check = bearer_check(server, bearer=bearer, token_verifier=token_verifier)
     if allow_anonymous is None:
         allow_anonymous = bearer is None and server.ports.bearer is None and token_verifier is None
-    metadata_url = _metadata_url(check, served=any(m.path.rstrip("/") == PRM_PATH for m in mounts))
+    served = any(m.path.rstrip("/") == PRM_PATH for m in mounts)
+    metadata_url = _metadata_url(check, served=served, public_url=server.settings.public_url)
+    answered = _answered_hosts(server, check, mounts, hosts)
     # 2026-07-28 requests are served statelessly whatever this says; a 2025-11-25 client that sends `initialize`
     # gets a session (stateful, streamed), which is how its questions can be pushed to it.
     mcp_app = server.mcp.streamable_http_app(
-        streamable_http_path=_MCP_PATH, stateless_http=False, json_response=json_response, host=host
+        streamable_http_path=_MCP_PATH,
+        stateless_http=False,
+        json_response=json_response,
+        host=host,
+        transport_security=_NO_SDK_HOST_CHECK,
     )
     # Modern requests are answered as JSON either way (no stream to open for one answer); sessions keep theirs.
     answer_modern_requests_as_json(server.mcp.session_manager)
@@ -417,6 +452,8 @@ def build_app(
     policies = [*_PROBES, *((m.path.rstrip("/"), m.auth) for m in mounts)]
     middleware: list[Middleware] = [
         Middleware(_InstanceHeader),
+        Middleware(HostGuard, allowed=answered, exempt=[path for path, _ in _PROBES]),
+        Middleware(OriginGuard, path=_MCP_PATH, allowed=answered),
         Middleware(_EraGuard),
         Middleware(_TaskNameGuard),
         Middleware(_VersionHeaderRequired, path=_MCP_PATH),

@@ -19,7 +19,8 @@ The pages are the page kit's (`askback.pages`), from the templates in `templates
 JavaScript, no external resource, every value escaped by the template. Every POST carries a per-browser token (a
 random value in an HttpOnly, SameSite=Strict cookie, repeated in a hidden field: `askback.asgi.FormGuard`), and one
 sent from another origin is refused (403). Every response carries a strict Content-Security-Policy, `no-store`,
-`no-referrer` and `nosniff`.
+`no-referrer` and `nosniff`. Only the configured hosts are answered (`askback.asgi.HostGuard`: the loopback names, the
+public URL's host, `ASKBACK_ALLOWED_HOSTS`), 421 otherwise: a page on a name pointed at 127.0.0.1 reaches nothing.
 
 Its parts: `_view` (what each page shows, as plain values), `_forms` (what a form sent: the answer, or why it is
 refused), `_app` (the routes) and the templates.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -14,8 +14,9 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp
 
-from askback.asgi import FormGuard
+from askback.asgi import AllowedHosts, FormGuard, HostGuard
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
 from askback.extension import Mounted
 from askback.pages import PageKit, SignIn
@@ -65,11 +66,12 @@ def _problem(request: Request, status: int, **more: Any) -> Response:
 class _Inbox:
     """The pages over one runtime's parked calls, for the person `principal(request)` names."""
 
-    def __init__(self, runtime: Runtime, principal: Principal, resume: bool) -> None:
+    def __init__(self, runtime: Runtime, principal: Principal, resume: bool, hosts: AllowedHosts) -> None:
         self.runtime = runtime
         self._principal = principal
         self.resume = resume
-        self.guard = FormGuard(_CSRF_COOKIE, path="/")
+        public = runtime.settings.public_url
+        self.guard = FormGuard(_CSRF_COOKIE, path="/", origins=[public] if public else [], hosts=hosts)
 
     async def principal(self, request: Request) -> str | None:
         found = self._principal(request)
@@ -213,13 +215,19 @@ class _Inbox:
         return _KIT.page(request, "call.html", _view.call(_base(request), record, pending, resumed=resumed))
 
 
-def inbox_app(runtime: Runtime, *, principal: Principal, resume: bool = False) -> Starlette:
+def inbox_app(runtime: Runtime, *, principal: Principal, resume: bool = False, hosts: Sequence[str] = ()) -> ASGIApp:
     """The web inbox over `runtime`'s parked calls. `principal(request)` names the person who opens a page (None:
     nobody is signed in, and the page says how to sign in); a `SignIn` (`askback.identity.PeopleSignIn`) sends that
     person to sign in and back to the page instead, and its own pages (its `mounts`) are served beside the inbox.
     With `resume`, the last answer of a round sends the round back to its server at once; without, `askback inbox
-    resume` (or the agent) does."""
-    inbox = _Inbox(runtime, principal, resume)
+    resume` (or the agent) does.
+
+    Only requests for the loopback names, the runtime's configured hosts (`ASKBACK_ALLOWED_HOSTS`,
+    `ASKBACK_PUBLIC_URL`'s, the sign-in's public URL's) and `hosts` are answered (421 otherwise), and a form is
+    taken only from those hosts' origins: a page on another name that resolves to this address reaches nothing."""
+    beside = [m for m in getattr(principal, "mounts", ()) if isinstance(m, Mounted)]
+    allowed = AllowedHosts.configured(runtime.settings, hosts, urls=[m.public_url for m in beside])
+    inbox = _Inbox(runtime, principal, resume, allowed)
     routes = [
         Route("/", inbox.listing, methods=["GET"]),
         Route("/q/{call_id}/{round:int}/{key:input_key}", inbox.show, methods=["GET"]),
@@ -227,13 +235,12 @@ def inbox_app(runtime: Runtime, *, principal: Principal, resume: bool = False) -
         Route("/calls/{call_id}", inbox.call_page, methods=["GET"]),
     ]
     pages = _KIT.app(routes, max_body=_MAX_FORM_BYTES, problem=_problem)
-    beside = [m for m in getattr(principal, "mounts", ()) if isinstance(m, Mounted)]
     if not beside:
-        return pages
+        return HostGuard(pages, allowed=allowed)
     # Each mounted app answers with its own headers (its own stylesheet's hash), so it sits beside the inbox's app,
     # which answers every other path (a `Mount("/")` would miss one with a line break: a plain 404, no headers).
     served: list[BaseRoute] = [Mount(m.path, app=m.app) for m in beside]
     app = Starlette(routes=served)
     app.router.default = pages
     app.router.redirect_slashes = False
-    return app
+    return HostGuard(app, allowed=allowed)
