@@ -371,9 +371,12 @@ def running_process(
 
 
 @contextlib.contextmanager
-def inbox_serving(database: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def inbox_serving(
+    database: str, *args: str, env: dict[str, str] | None = None, log: Path | None = None
+) -> Iterator[str]:
     """`askback inbox serve --database DATABASE ARGS...` on a free loopback port, in its own process and with no
-    ASKBACK_* settings but `env`'s, until the block ends; yields its base URL once its first page answers."""
+    ASKBACK_* settings but `env`'s, until the block ends; yields its base URL once its first page answers. Its
+    output goes to `log` (a file of its own when not given)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
 
@@ -384,7 +387,7 @@ def inbox_serving(database: str, *args: str, env: dict[str, str] | None = None) 
             return False
 
     argv = [sys.executable, "-m", "askback", "inbox", "serve", "--database", database, "--port", str(port), *args]
-    log = Path(tempfile.mkdtemp(prefix="askback-inbox-")) / "inbox.log"
+    log = log or Path(tempfile.mkdtemp(prefix="askback-inbox-")) / "inbox.log"
     with running_process(argv, ready=ready, what="askback inbox serve", log=log, env=env, own_settings=True):
         yield base
 

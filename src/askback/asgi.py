@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from askback.settings import Settings
 
 __all__ = [
+    "API_HEADERS",
     "LOOPBACK_HOSTS",
     "AllowedHosts",
     "BodyTooLarge",
@@ -93,11 +94,13 @@ class CappedBody:
 
 
 class SecurityHeaders:
-    """Puts `headers` on every response that passes through it, whichever route or handler made it."""
+    """Puts `headers` on every response that passes through it, whichever route or handler made it; with
+    `missing_only`, only those a response does not set itself (an app whose mounted pages carry their own policy)."""
 
-    def __init__(self, app: ASGIApp, *, headers: Mapping[str, str]) -> None:
+    def __init__(self, app: ASGIApp, *, headers: Mapping[str, str], missing_only: bool = False) -> None:
         self.app = app
         self.headers = dict(headers)
+        self.missing_only = missing_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -108,7 +111,8 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 for name, value in self.headers.items():
-                    headers[name] = value
+                    if not (self.missing_only and name in headers):
+                        headers[name] = value
             await send(message)
 
         await self.app(scope, receive, with_headers)
@@ -350,14 +354,15 @@ def served_origin(scope: Scope) -> str | None:
     return f"{scheme}://{shown}" if port == _DEFAULT_PORTS.get(scheme) else f"{scheme}://{shown}:{port}"
 
 
-# The refusal's own headers: it names no stylesheet, so its policy allows none.
-_REFUSAL_HEADERS = {
+API_HEADERS = {
     "Cache-Control": "no-store",
     "Referrer-Policy": "no-referrer",
     "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
 }
+"""The security headers of a response that is no page (JSON, an empty answer, a refusal): it names no stylesheet,
+so its policy allows none."""
 _REFUSALS = {
     "misdirected": (421, "misdirected_request", "This server does not answer this host name."),
     "malformed": (400, "invalid_host", "The request needs exactly one Host header, of the form host[:port]."),
@@ -441,7 +446,7 @@ class OriginGuard:
         if origin is not None and not self.allowed.admits_origin(origin):
             text = "this endpoint is not served to pages of another site"
             content = json.dumps({"error": "invalid_origin", "error_description": text})
-            refused = Response(content, 403, headers=_REFUSAL_HEADERS, media_type="application/json")
+            refused = Response(content, 403, headers=API_HEADERS, media_type="application/json")
             await refused(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -451,6 +456,6 @@ def _refusal(verdict: HostVerdict, accept: str) -> Response:
     status, error, text = _REFUSALS[verdict]
     if "text/html" in accept:
         body = f'<!doctype html><html lang="en"><title>{status}</title><p>{text}</p></html>\n'
-        return Response(body, status_code=status, headers=_REFUSAL_HEADERS, media_type="text/html")
+        return Response(body, status_code=status, headers=API_HEADERS, media_type="text/html")
     content = json.dumps({"error": error, "error_description": text})
-    return Response(content, status_code=status, headers=_REFUSAL_HEADERS, media_type="application/json")
+    return Response(content, status_code=status, headers=API_HEADERS, media_type="application/json")

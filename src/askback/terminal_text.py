@@ -43,10 +43,13 @@ def for_terminal(text: str, *, lines: bool = False) -> str:
     )
 
 
-def shorten(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters, ending with '…' when cut, on one line (a line break becomes a
-    space). Shorten before `for_terminal`, so that an escape is never cut in half."""
-    head = text[: limit + 1].replace("\r\n", " ").replace("\n", " ")
+def shorten(text: str, limit: int, *, one_line: bool = True) -> str:
+    """`text` cut to at most `limit` characters, ending with '…' when cut; with `one_line`, a line break becomes a
+    space (prose), else it stays for `for_terminal` to show as its escape (a key, which must not read as another
+    key). Shorten before `for_terminal`, so that an escape is never cut in half."""
+    head = text[: limit + 1]
+    if one_line:
+        head = head.replace("\r\n", " ").replace("\n", " ")
     if len(head) <= limit and len(text) <= limit:
         return head
     return head[: max(limit - 1, 0)] + "…"

@@ -338,3 +338,41 @@ def test_one_ctrl_c_at_the_prompt_of_a_call_to_the_projects_own_server_parks_it(
     assert "\nerror: interrupted: call call_" in term.shown
     call_id = term.shown.split("interrupted: call ", 1)[1].split(" ", 1)[0]
     assert status(database, call_id)[0] == "parked"
+
+
+# inbox list shows a server's words escaped, and refuses keys it cannot keep ---------------------------------------
+
+
+def test_inbox_list_shows_a_question_methods_escapes_visibly_and_sends_none_to_the_terminal(
+    hostile: Hostile, database: str
+) -> None:
+    park(hostile.url, "escapes_in_method", database)
+
+    listed = askback("inbox", "list", "--database", database)
+
+    assert listed.returncode == ExitStatus.OK, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert "m (x\\x1b]52;c;aGFja2Vk\\x07): hi" in listed.stdout
+
+
+def test_inbox_list_shows_a_keys_line_break_as_its_escape_not_as_a_space(hostile: Hostile, database: str) -> None:
+    park(hostile.url, "crlf_key", database)
+
+    listed = askback("inbox", "list", "--database", database)
+
+    assert listed.returncode == ExitStatus.OK, listed.stderr
+    assert "  a\\r\\nb (form): Approve?" in listed.stdout
+    assert "a b" not in listed.stdout and "\r" not in listed.stdout
+
+
+@pytest.mark.parametrize("tool", ["empty_key", "long_key"])
+def test_a_round_whose_key_is_empty_or_too_long_fails_the_call_and_nothing_is_parked(
+    hostile: Hostile, database: str, tool: str
+) -> None:
+    called = askback("call", hostile.url, tool, "--park", "--database", database)
+
+    assert called.returncode == ExitStatus.CALL_FAILED, called
+    assert "an input key is empty or longer than 255 characters" in one_error_line(called)
+    assert "nothing was kept" in called.stderr
+    listed = askback("inbox", "list", "--json", "--database", database)
+    assert listed.returncode == ExitStatus.OK and json.loads(listed.stdout) == []

@@ -4,19 +4,27 @@ people in stands in front of it; otherwise it is refused with one line, before a
 
 Every inbox is a real `askback inbox serve` process; the reachable address is 0.0.0.0, talked to only on loopback.
 The refused ones include a documentation address (192.0.2.1) that this machine does not have: refused before binding,
-nothing is sent anywhere."""
+nothing is sent anywhere.
+
+What a server says reaches the inbox's log only escaped, one JSON record a line: a hostile server
+(`tests/fixtures/hostile_server.py`) refuses the answers with escape sequences and a fake log line of its own."""
 
 from __future__ import annotations
 
+import json
+import re
+import socket
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from tests.fixtures.hostile_server import serving_hostile
 
 from askback.cli.output import ExitStatus
 from askback.core.questions import is_loopback
 from askback.testing import free_port
-from infra import inbox_serving, run_askback
+from infra import inbox_serving, run_askback, running_process, wait_until
 
 pytestmark = [pytest.mark.http]
 
@@ -87,3 +95,49 @@ def test_the_flag_does_not_go_with_people_signing_in(tmp_path: Path) -> None:
 )
 def test_one_predicate_says_which_addresses_only_this_machine_reaches(host: str | None, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_a_servers_refusal_reaches_the_inbox_log_escaped_inside_one_json_record(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'agent.db'}"
+    log = tmp_path / "inbox.log"
+    with serving_hostile(free_port()) as url:
+        parked = run_askback("call", url, "refused_on_retry", "--park", "--user", "erin", "--database", database)
+        assert parked.returncode == ExitStatus.OK, parked
+        call_id = parked.stdout.strip()
+        with inbox_serving(database, "--user", "erin", log=log) as base, httpx.Client(base_url=base) as page:
+            path = f"/q/{call_id}/1/ok"
+            form = page.get(path)
+            token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+            assert form.status_code == 200 and token is not None, form.text
+            answered = page.post(path, data={"csrf": token[1], "action": "decline"}, headers={"Origin": base})
+            assert answered.status_code == 502, answered.text
+            wait_until(lambda: "could not resume" in log.read_text(errors="replace"), timeout=30, what="the log line")
+    written = log.read_bytes()
+    assert b"\x1b" not in written and b"\x07" not in written, written
+    lines = written.decode().splitlines()
+    assert not [line for line in lines if line.startswith("FAKE LOG LINE")], written
+    (record,) = [json.loads(line) for line in lines if "could not resume" in line]
+    assert record["level"] == "warning" and "Refused \x1b]52;c;" in record["message"]
+    assert "\nFAKE LOG LINE" in record["message"]
+
+
+def test_an_inbox_on_the_ipv6_loopback_names_its_address_in_brackets(tmp_path: Path) -> None:
+    port = free_port()
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", port))
+    except OSError:
+        pytest.skip("this machine cannot bind the IPv6 loopback ::1")
+    log = tmp_path / "inbox.log"
+    argv = [sys.executable, "-m", "askback", "inbox", "serve", "--database", f"sqlite:///{tmp_path / 'agent.db'}"]
+    argv += ["--user", "alice", "--host", "::1", "--port", str(port)]
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"http://[::1]:{port}/", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    with running_process(argv, ready=ready, what="askback inbox serve", log=log, own_settings=True):
+        banner = [line for line in log.read_text().splitlines() if line.startswith("askback inbox: ")]
+    assert banner == [f"askback inbox: http://[::1]:{port}/"], log.read_text()

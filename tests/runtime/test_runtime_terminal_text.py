@@ -52,6 +52,12 @@ def test_a_long_text_is_shortened_on_one_line_before_it_is_escaped() -> None:
     assert len(for_terminal(shorten("\x1b" * 1000, 10))) == 9 * 4 + 1
 
 
+def test_a_key_is_shortened_with_its_line_breaks_kept_so_they_show_as_escapes() -> None:
+    assert shorten("crlf\r\nSet-Cookie: x=1", 60, one_line=False) == "crlf\r\nSet-Cookie: x=1"
+    assert for_terminal(shorten("a\r\nb", 40, one_line=False)) == "a\\r\\nb"
+    assert shorten("a\nb" * 20, 10, one_line=False) == "a\nba\nba\nb…"
+
+
 # In a real terminal -----------------------------------------------------------------------------------------------
 
 

@@ -184,7 +184,7 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
 
 def _client(runtime: Runtime, **options: Any) -> httpx.AsyncClient:
     app = webhook_receiver(runtime, secrets=[SECRET], **options)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://agent.test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 async def _park(runtime: Runtime, url: str, done: Path) -> str:
@@ -297,9 +297,25 @@ async def test_other_event_types_and_unreadable_bodies_resume_nothing(runtime: R
     assert (await runtime.calls.get(call_id)).status == "parked"
 
 
+async def test_the_receivers_own_answers_carry_the_security_headers(runtime: Runtime) -> None:
+    async with _client(runtime, max_body=4096) as client:
+        answers = [
+            await client.get("/"),
+            await client.post("/", content=json.dumps(connected()).encode()),
+            await client.post("/", headers=signed(connected())[0], content=b"x" * 5000),
+        ]
+
+    assert [a.status_code for a in answers] == [405, 401, 413]
+    for answer in answers:
+        assert answer.headers["content-security-policy"].startswith("default-src 'none'"), answer.headers
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["referrer-policy"] == "no-referrer"
+
+
 @pytest.mark.http
-async def test_a_resume_that_fails_answers_503_and_the_senders_retry_resumes_the_call(
-    runtime: Runtime, tmp_path: Path
+async def test_a_resume_that_fails_answers_503_logs_one_line_and_the_senders_retry_resumes_the_call(
+    runtime: Runtime, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = free_port()
     env = _env(tmp_path)
@@ -309,6 +325,8 @@ async def test_a_resume_that_fails_answers_503_and_the_senders_retry_resumes_the
     async with _client(runtime) as client:
         failed = await client.post("/", headers=headers, content=body)  # the server is down
         assert failed.status_code == 503 and "send it again" in failed.json()["reason"]
+        (said,) = [r for r in caplog.records if r.name == "askback.runtime.webhooks" and r.levelname == "WARNING"]
+        assert said.exc_info is None and "the resume failed: " in said.getMessage()  # no traceback
         # The question was answered before the round failed to go: the retry sends the round all the same.
         assert (await runtime.calls.get(call_id)).waiting == 0
         with serving(SERVER, port=port, workers=1, env=env, cwd=str(ROOT)):

@@ -124,3 +124,23 @@ def test_the_public_url_names_the_resource_whatever_the_host_and_its_metadata_ma
     assert metadata.json()["resource"] == resource
     assert 'resource_metadata="https://askback.example.com/.well-known/oauth-protected-resource/mcp"' in challenge
     assert metadata.headers["cache-control"] == "public, max-age=300"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"), [("GET", "/nope", 404), ("GET", "/mcp/x", 404), ("PUT", "/mcp", 405)]
+)
+def test_serves_own_404_and_405_carry_the_security_headers(demo: str, method: str, path: str, status: int) -> None:
+    answer = httpx.request(method, f"{demo}{path}", timeout=10)
+
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-security-policy"].startswith("default-src 'none'")
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert answer.headers["referrer-policy"] == "no-referrer"
+
+
+def test_a_hosted_page_keeps_its_own_policy_with_its_style_hash(demo: str) -> None:
+    page = httpx.get(f"{demo}{PAGE}", headers={"Accept": "text/html"}, timeout=10)
+
+    assert page.status_code == 200, page.text
+    assert "style-src 'sha256-" in page.headers["content-security-policy"]

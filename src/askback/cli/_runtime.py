@@ -19,9 +19,9 @@ from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
     from askback.db.migrate import Component
-    from askback.runtime import ParkedQuestion, Runtime
+    from askback.runtime import Runtime
     from askback.runtime.calls import Outcome
-    from askback.runtime.questions import Mode
+    from askback.runtime.questions import Mode, ParkedQuestion
     from askback.runtime.renderers import Renderer
     from askback.runtime.terminal import TerminalRenderer
 
@@ -33,6 +33,7 @@ __all__ = [
     "TIMEOUT",
     "TOKEN",
     "TOKEN_SERVER",
+    "asked_by",
     "bearer",
     "print_outcome",
     "question_json",
@@ -177,7 +178,7 @@ def print_outcome(outcome: Outcome, as_json: bool) -> int:
             )
         )
     else:
-        keys = [shorten(key, 60) for key in outcome.missing[:QUESTIONS_LISTED]]
+        keys = [shorten(key, 60, one_line=False) for key in outcome.missing[:QUESTIONS_LISTED]]
         more = len(outcome.missing) - len(keys)
         waiting = ", ".join(keys) + (f" and {more} more" if more > 0 else "") or "nothing (resume it)"
         typer.echo(f"{outcome.call_id}: parked on round {outcome.round}, waiting for {for_terminal(waiting)}")
@@ -209,3 +210,12 @@ def terminal_renderer(modes: frozenset[Mode] | None = None) -> TerminalRenderer:
     if modes is None:
         return TerminalRenderer(development=load_settings().development)
     return TerminalRenderer(development=load_settings().development, modes=modes)
+
+
+def asked_by(q: ParkedQuestion, limit: int) -> str:
+    """Which server asks `q` and for which call, on one line, safe to print."""
+    origin = q.origin
+    if origin is None:
+        return "asked by a server this runtime did not record"
+    name = f' (it calls itself "{for_terminal(shorten(origin.server_name, 60))}")' if origin.server_name else ""
+    return f"asked by the server at {for_terminal(origin.host)}{name}, for the {for_terminal(origin.call(limit))}"

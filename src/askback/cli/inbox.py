@@ -29,6 +29,7 @@ from askback.cli._runtime import (
     TIMEOUT,
     TOKEN,
     TOKEN_SERVER,
+    asked_by,
     bearer,
     print_outcome,
     question_json,
@@ -102,25 +103,17 @@ def inbox_list(
             f"{call_id}  round {first.question.round}  for {for_terminal(first.principal)}  answer by "
             f"{when(first.deadline)}"
         )
-        typer.echo(f"  {_asked_by(first.question, _CALL_LISTED)}")
+        typer.echo(f"  {asked_by(first.question, _CALL_LISTED)}")
         for p in pending[:QUESTIONS_LISTED]:
             q = p.question
             where = f"  -> {_listed_host(q, development)}" if q.mode == "url" else ""
             if q.problem is not None:
                 where = "  (cannot be shown: decline or cancel it)"
             message = for_terminal(shorten(q.message, _MESSAGE_LISTED))
-            typer.echo(f"  {for_terminal(shorten(q.key, 40))} ({q.mode or q.method}): {message}{where}")
+            kind = for_terminal(shorten(q.mode or q.method, 40))
+            typer.echo(f"  {for_terminal(shorten(q.key, 40, one_line=False))} ({kind}): {message}{where}")
         if len(pending) > QUESTIONS_LISTED:
             typer.echo(f"  … and {len(pending) - QUESTIONS_LISTED} more: `askback inbox show {call_id}` lists them all")
-
-
-def _asked_by(q: ParkedQuestion, limit: int) -> str:
-    """Which server asks `q` and for which call, on one line, safe to print."""
-    origin = q.origin
-    if origin is None:
-        return "asked by a server this runtime did not record"
-    name = f' (it calls itself "{for_terminal(shorten(origin.server_name, 60))}")' if origin.server_name else ""
-    return f"asked by the server at {for_terminal(origin.host)}{name}, for the {for_terminal(origin.call(limit))}"
 
 
 @inbox_app.command("show")
@@ -254,7 +247,8 @@ def _answer(
         forms = [q for q in questions if q.mode != "url"]
         if accept and forms:
             raise UsageError(
-                f"--accept answers a URL question, and {for_terminal(shorten(forms[0].key, 60))!r} of call {call_id} "
+                f"--accept answers a URL question, and "
+                f"{for_terminal(shorten(forms[0].key, 60, one_line=False))!r} of call {call_id} "
                 "is not one: give its values with --json, or answer it at the prompt (no --accept)"
             )
         if at_terminal:
@@ -456,12 +450,18 @@ def inbox_serve(
     their host and an explicit link (never fetched by the runtime), decline and cancel buttons."""
     import uvicorn
 
+    from askback.cli import logs
+
     hooks, hosts = checked_serve_options(
         host, port, (user, user_header, auth_issuer, auth_client_id), behind_proxy, webhook_secret_env, allowed_host
     )
     headers = bearer(token, token_server, one_server=False)
-    people = inbox_people(user, user_header, auth_issuer, auth_client_id, f"http://{host}:{port}")
+    served_at = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    people = inbox_people(user, user_header, auth_issuer, auth_client_id, served_at)
     sign_in = people.sign_in
+
+    # What a server wrote reaches the log (a refusal's text): escaped, one record a line, never a traceback's bytes raw.
+    logs.configure("warning", "auto")
 
     async def work(runtime: Runtime) -> None:
         from starlette.routing import Route, Router
@@ -481,7 +481,7 @@ def inbox_serve(
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         if people.notice is not None:
             typer.echo(people.notice, err=True)
-        typer.echo(f"askback inbox: http://{host}:{port}/", err=True)
+        typer.echo(f"askback inbox: {served_at}/", err=True)
         try:
             await uvicorn.Server(config).serve()
         finally:

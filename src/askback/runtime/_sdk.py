@@ -299,11 +299,13 @@ class Connection:
                 raise UnreadableResult(validation_reason(exc)) from None
             if sent.get("resultType") != "input_required":
                 raise UnreadableResult(f"it is not a {method} result ({validation_reason(exc)})") from None
-            problem = unreadable_round(sent)
-            if problem is not None:
-                raise UnreadableResult(problem) from None
             raw = sent
         result = dict(raw)
+        # Every round is read by one rule, whether or not the SDK's own model took it (an empty key, or one too long
+        # to keep, passes the SDK's).
+        problem = unreadable_round(result) if result.get("resultType") == "input_required" else None
+        if problem is not None:
+            raise UnreadableResult(problem)
         result.setdefault("resultType", "complete")
         return result
 

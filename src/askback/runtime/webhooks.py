@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from askback.asgi import AllowedHosts, CappedBody, HostGuard
+from askback.asgi import API_HEADERS, AllowedHosts, CappedBody, HostGuard, SecurityHeaders
 from askback.clock import Clock
 from askback.core.questions import connect_key
 from askback.errors import AskbackError, CallStateError
@@ -279,7 +279,8 @@ class _Receiver:
                 outcomes = await resume_for(runtime, event.account)
         except (AskbackError, TimeoutError) as exc:
             why = "the resume did not finish in time" if isinstance(exc, TimeoutError) else "the resume failed"
-            log.warning("webhook %s: %s", webhook_id, why, exc_info=not isinstance(exc, TimeoutError))
+            # One line, no traceback: what a server said is its own text, and the log's formatter escapes it.
+            log.warning("webhook %s: %s: %s", webhook_id, why, "no answer" if isinstance(exc, TimeoutError) else exc)
             await self.give_back(webhook_id, claim)
             return _json(503, reason=f"{why}; send it again")
         except BaseException:
@@ -317,4 +318,4 @@ def webhook_receiver(
     `ASKBACK_PUBLIC_URL`'s) and `hosts` is refused (421) before anything is read (`askback.asgi.HostGuard`)."""
     receiver = _Receiver(runtime, keys(secrets), tolerance, clock or runtime.clock, resume_timeout)
     allowed = AllowedHosts.configured(runtime.settings, hosts)
-    return HostGuard(CappedBody(receiver, limit=max_body), allowed=allowed)
+    return SecurityHeaders(HostGuard(CappedBody(receiver, limit=max_body), allowed=allowed), headers=API_HEADERS)

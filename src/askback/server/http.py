@@ -45,7 +45,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from askback.asgi import AllowedHosts, HostGuard, OriginGuard, served_origin
+from askback.asgi import API_HEADERS, AllowedHosts, HostGuard, OriginGuard, SecurityHeaders, served_origin
 from askback.audit.emit import instance_id
 from askback.core.caller import missing_scopes
 from askback.errors import AskbackError, DefinitionError, HeaderMismatchError, ProtocolVersionMissingError
@@ -451,6 +451,8 @@ def build_app(
 
     policies = [*_PROBES, *((m.path.rstrip("/"), m.auth) for m in mounts)]
     middleware: list[Middleware] = [
+        # JSON answers and the framework's own 404 and 405 get the headers too; a mounted page keeps its own policy.
+        Middleware(SecurityHeaders, headers=API_HEADERS, missing_only=True),
         Middleware(_InstanceHeader),
         Middleware(HostGuard, allowed=answered, exempt=[path for path, _ in _PROBES]),
         Middleware(OriginGuard, path=_MCP_PATH, allowed=answered),
