@@ -10,6 +10,10 @@ What the document must hold is the product's to judge, with one rule they all ke
 is identical to the one configured (RFC 8414 §3.3), so a server answering for another issuer is not the one
 trusted. A document that answers but is wrong is refused by the product, not skipped in favour of the next URL.
 httpx is imported only when a fetch runs.
+
+Every JSON answer askback reads from an authorization server (this metadata, a JWKS, an introspection or token
+endpoint's answer) is read through `read_json`, which streams the body and stops once its decoded bytes pass the
+cap: a server answering an endless or hugely compressed body costs askback at most that much.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
@@ -26,12 +30,14 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_METADATA_BYTES",
     "Found",
+    "JsonBody",
     "NotFound",
     "Problem",
     "ProblemKind",
     "fetch_metadata",
     "metadata_urls",
     "names_issuer",
+    "read_json",
 ]
 
 # A metadata document is a few kilobytes; a body past this is not read further.
@@ -70,6 +76,33 @@ class NotFound:
     outcome: Literal["not_found"] = "not_found"
 
 
+@dataclass(frozen=True)
+class JsonBody:
+    """What `read_json` read: the response's `status` and its body, `json` (the `document`, any JSON value),
+    `not_json`, or `too_big` (read no further than the cap)."""
+
+    status: int
+    kind: Literal["json", "not_json", "too_big"]
+    document: object = None
+
+
+async def read_json(http: httpx.AsyncClient, method: str, url: str, *, limit: int, **request: Any) -> JsonBody:
+    """The JSON body of `method url` (`request`: httpx's `headers`, `data`, `auth`...), read until its decoded
+    bytes pass `limit`, whatever the status. Raises `httpx.HTTPError` when the request fails."""
+    body = bytearray()
+    async with http.stream(method, url, **request) as response:
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > limit:
+                return JsonBody(response.status_code, "too_big")
+        status = response.status_code
+    try:
+        document: object = json.loads(body)
+    except ValueError:
+        return JsonBody(status, "not_json")
+    return JsonBody(status, "json", document)
+
+
 def metadata_urls(issuer: str) -> tuple[str, str]:
     """Where the metadata of `issuer` (an absolute URL with no query or fragment) is looked for, in order."""
     parts = urlsplit(issuer)
@@ -105,19 +138,12 @@ async def fetch_metadata(
 async def _get(http: httpx.AsyncClient, url: str) -> Found | Problem:
     import httpx
 
-    body = bytearray()
     try:
-        async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
-            if response.status_code != 200:
-                return Problem(url, "status", status=response.status_code)
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_METADATA_BYTES:
-                    return Problem(url, "too_big", status=200)
+        answer = await read_json(http, "GET", url, limit=MAX_METADATA_BYTES, headers={"Accept": "application/json"})
     except httpx.HTTPError as exc:
         return Problem(url, "unreachable", error=type(exc).__name__, detail=str(exc))
-    try:
-        document: object = json.loads(body)
-    except ValueError:
-        return Problem(url, "not_json", status=200)
-    return Found(url, document)
+    if answer.status != 200:
+        return Problem(url, "status", status=answer.status)
+    if answer.kind != "json":
+        return Problem(url, answer.kind, status=200)
+    return Found(url, answer.document)

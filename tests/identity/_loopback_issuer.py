@@ -90,6 +90,8 @@ class LoopbackIssuer:
     jwks_fetches: int = 0
     introspections: int = 0
     failing: int | None = None  # a status every request is answered with, while set
+    token_requests: int = 0
+    token_failing: int | None = None  # a status the token endpoint answers with, while set (else invalid_grant)
 
     def __post_init__(self) -> None:
         if not self.published:
@@ -153,8 +155,15 @@ class LoopbackIssuer:
             form = await request.form()
             return JSONResponse(self.introspection.get(str(form.get("token")), {"active": False}))
 
+        async def token(request: Request) -> Response:
+            self.token_requests += 1
+            if self.token_failing is not None:
+                return Response("the token endpoint is failing", status_code=self.token_failing)
+            return JSONResponse({"error": "invalid_grant"}, status_code=400)
+
         routes = [
             Route("/.well-known/openid-configuration", configuration),
+            Route("/token", token, methods=["POST"]),
             Route("/jwks", jwks),
             Route("/introspect", introspect, methods=["POST"]),
         ]

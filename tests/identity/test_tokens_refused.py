@@ -122,7 +122,7 @@ async def test_a_principal_with_control_or_bidi_characters_or_too_long_is_refuse
 async def test_a_principal_with_spaces_or_of_255_characters_is_accepted(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
-    for principal in ("Ana María\u00a0Ruiz", "b" * 255, "用户-42"):
+    for principal in ("Ana María Ruiz", "b" * 255, "用户-42"):
         caller = await resource.verify(issuer.access_token(clock.now(), aud=CLIENT_ID, sub=principal))
         assert caller.principal == principal
 

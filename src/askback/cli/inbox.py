@@ -478,7 +478,7 @@ def inbox_serve(
             receiver = webhook_receiver(runtime, secrets=hooks, hosts=hosts)
             # The inbox answers every other path, a line break in it too (a `Mount("/")` would leave that one bare).
             app = Router(routes=[Route(RECEIVER_PATH, receiver)], default=app, redirect_slashes=False)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=False)
         if people.notice is not None:
             typer.echo(people.notice, err=True)
         typer.echo(f"askback inbox: {served_at}/", err=True)

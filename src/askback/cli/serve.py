@@ -302,6 +302,8 @@ def serve(
             log_level="warning",
             log_config=None,
             timeout_graceful_shutdown=graceful_timeout,
+            # askback names itself from its configuration (ASKBACK_PUBLIC_URL), never from what a client forwards.
+            proxy_headers=False,
         )
         # From here a connection waits in the backlog until a worker takes it, so the URL announced below answers.
         listen.listen(sockets, host, port, config.backlog)

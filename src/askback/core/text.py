@@ -5,10 +5,13 @@ raises on it. PostgreSQL's text type refuses a NUL character. Arguments and answ
 (`unstorable_text`: invalid params, or an answer asked again); whatever still reaches the audit trail is written
 with such characters escaped (`storable`), so that the event about the bad request is never the one that is lost.
 
-Names from outside (a token's principal, an account's label) are data shown to people in tables, pages and logs:
-`name_problem` refuses one that is too long or holds a character that acts instead of showing (controls, line
-breaks, bidirectional and zero-width format characters, surrogates, private-use or unassigned code points), so
-that such a name never reaches the store at all. Spaces of any kind are kept: they move nothing.
+Names from outside (a token's principal, an account's label, a token's scopes) are data shown to people in tables,
+pages and logs: `name_problem` refuses one that is too long or holds a character that acts instead of showing
+(controls, line breaks, bidirectional and zero-width format characters, surrogates, private-use or unassigned code
+points), and one that can pass for another name or for nobody: white space at either end, a space other than the
+plain space (U+0020, so `alice` and `alice` with a no-break space are not two people), a blank filler that shows
+as nothing (Hangul fillers, the blank Braille pattern), no visible character at all, or a pile of more than
+`MAX_COMBINING_RUN` combining marks on one character. Such a name never reaches the store at all.
 """
 
 from __future__ import annotations
@@ -58,19 +61,38 @@ def storable(text: str | None) -> str | None:
 # Character categories a name may not hold: controls (Cc: ESC, CR, LF, NUL, C1), format (Cf: bidirectional overrides
 # and isolates, zero-width characters, tags), line and paragraph separators, surrogates, private use, unassigned.
 _NOT_IN_A_NAME = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+# Letters and symbols that show as blank space: the Hangul fillers and the blank Braille pattern.
+_BLANK_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_COMBINING = frozenset({"Mn", "Mc", "Me"})
+# No script needs more marks on one character than this; a pile of them draws over the lines around the name.
+MAX_COMBINING_RUN = 3
 
 
 def name_problem(name: str, *, what: str, limit: int) -> str | None:
     """Why `name` (called `what` in the answer) cannot be used as a name shown to people: empty, longer than
-    `limit` characters, or holding a control, line break, bidirectional or other invisible character; `None` when it
-    can. The answer names the character's code point, never the name itself."""
+    `limit` characters, holding a control, line break, bidirectional or other invisible character, a space other
+    than U+0020 or one at either end, a blank filler, no visible character, or more than `MAX_COMBINING_RUN`
+    combining marks in a row; `None` when it can. The answer names the character's code point, never the name
+    itself."""
     if not name:
         return f"{what} is empty"
     if len(name) > limit:
         return f"{what} is longer than {limit} characters"
-    if name.isprintable():
-        return None
+    if name.strip() != name:
+        return f"{what} begins or ends with white space"
+    visible = False
+    run = 0
     for char in name:
-        if unicodedata.category(char) in _NOT_IN_A_NAME:
+        category = unicodedata.category(char)
+        if category in _NOT_IN_A_NAME or char in _BLANK_FILLERS or (category == "Zs" and char != " "):
             return f"{what} contains the character U+{ord(char):04X}, which names may not hold"
+        if category in _COMBINING:
+            run += 1
+            if run > MAX_COMBINING_RUN:
+                return f"{what} has more than {MAX_COMBINING_RUN} combining marks in a row"
+        else:
+            run = 0
+            visible = visible or category != "Zs"
+    if not visible:
+        return f"{what} has no visible character"
     return None

@@ -40,10 +40,16 @@ class IssuerMetadata:
 
 def check_issuer(url: str) -> str:
     """`url` when it can name an issuer: absolute https (http only on a loopback address, for development), with
-    no query or fragment. Raises `ValueError` saying what is wrong."""
+    no user name or password, query or fragment. Raises `ValueError` saying what is wrong, never the URL: an issuer
+    URL is published in the resource's metadata and written in logs, so a password in it would be too."""
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValueError("an issuer is an absolute https:// URL")
+    if "@" in parts.netloc:
+        raise ValueError(
+            "an issuer URL holds no user name or password (user:password@); give the credentials askback needs in "
+            "their own settings"
+        )
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise ValueError("an issuer must use https (http is accepted only on a loopback address, for development)")
     if parts.query or parts.fragment:

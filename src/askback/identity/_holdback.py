@@ -2,8 +2,9 @@
 
 An issuer that is down, or that keeps refusing made-up tokens, must not be asked once per request: a flood of
 requests would become a flood of requests to the issuer. A `HoldBack` allows at most `limit` tries in any `interval`
-seconds, whoever tries; `wait()` says how long until the next try is allowed (0 when it is now) and `tried()`
-counts one. It is a pure function of the clock and the tries counted, with no I/O and no lock: callers that need
+seconds, whoever tries; `wait()` says how long until the next try is allowed (0 when it is now), `tried()`
+counts one and `forgive(at)` gives back the one counted at `at` (a try reserved before asking, whose answer turned
+out not to count). It is a pure function of the clock and the tries counted, with no I/O and no lock: callers that need
 one try at a time hold their own lock around the try. The issuer's keys (`_keys`), its discovery (`_resource`,
 `_signin`) and introspection's refusals (`_introspection`) each keep one.
 """
@@ -45,8 +46,15 @@ class HoldBack:
         """Whole seconds a client should wait before trying again (at least 1), for a `Retry-After`."""
         return max(1, math.ceil(self.wait() or self.interval))
 
-    def tried(self) -> None:
-        """Count a try made now."""
-        self._tries.append(self._clock.now())
+    def tried(self) -> float:
+        """Count a try made now; the time it was counted at, for `forgive`."""
+        now = self._clock.now()
+        self._tries.append(now)
         while len(self._tries) > self._limit:
             self._tries.popleft()
+        return now
+
+    def forgive(self, at: float) -> None:
+        """Give back the try counted at `at` (by `tried`), if it is still counted."""
+        if at in self._tries:
+            self._tries.remove(at)

@@ -9,8 +9,10 @@ cache, without a request. Both caches are keyed by the SHA-256 of the token, so 
 in size (the oldest entry goes first).
 
 A flood of made-up tokens, each new, would still cost one request each: so at most `max_failures` answers per
-`failure_interval` may be refusals or failures (a shared `HoldBack`). Past that, a token not in the cache is answered
-`IssuerUnavailableError` (503, retryable) without asking, until the interval has passed; accepted tokens in the
+`failure_interval` may be refusals or failures (a shared `HoldBack`). The try is counted before the endpoint is asked
+and given back when the token turns out accepted, so a concurrent burst cannot have more than `max_failures` asks in
+flight either. Past that, a token not in the cache is answered `IssuerUnavailableError` (503, retryable) without
+asking, until the interval has passed: a flood of made-up tokens makes new tokens wait, while accepted tokens in the
 cache are still accepted.
 """
 
@@ -28,6 +30,8 @@ from askback.clock import Clock
 from askback.core.caller import checked_principal
 from askback.errors import InvalidTokenError, IssuerUnavailableError
 from askback.identity._holdback import HoldBack
+from askback.identity._jwt import scopes_of
+from askback.oauth_metadata import read_json
 
 __all__ = ["Introspector", "check_introspection"]
 
@@ -35,6 +39,8 @@ MAX_ENTRIES = 10_000
 MAX_TTL = 60.0
 MAX_FAILURES = 10
 FAILURE_INTERVAL = 30.0
+# An introspection answer is a few claims; a body past this is not read further.
+MAX_ANSWER_BYTES = 256 * 1024
 
 
 def _audiences(answer: Mapping[str, Any]) -> list[str]:
@@ -50,7 +56,7 @@ def check_introspection(
     answer: Mapping[str, Any], *, issuer: str | None, audience: str | None, principal_claim: str, now: float
 ) -> None:
     """Refuse (`InvalidTokenError`) an introspection answer unless it says the token is active, of `issuer` (when
-    it names one), for `audience`, unexpired and naming a principal."""
+    it names one), for `audience`, unexpired, naming a principal and granting scopes `scopes_of` accepts."""
     if answer.get("active") is not True:
         raise InvalidTokenError("the token is not active")
     if issuer is not None and "iss" in answer and answer["iss"] != issuer:
@@ -64,6 +70,7 @@ def check_introspection(
     if not isinstance(principal, str) or not principal:
         raise InvalidTokenError(f"the token names no principal (claim {principal_claim})")
     checked_principal(principal)
+    scopes_of(answer)
 
 
 class Introspector:
@@ -122,19 +129,18 @@ class Introspector:
                 "endpoint again shortly",
                 retry_after=self._failures.retry_after(),
             )
+        # Counted now, before the await: the tries of a concurrent burst are counted as they start.
+        reserved = self._failures.tried()
         try:
             answer = await self._ask(token)
             check_introspection(
                 answer, issuer=self._issuer, audience=self._audience, principal_claim=self._principal_claim, now=now
             )
         except InvalidTokenError as exc:
-            self._failures.tried()
             self._refused[digest] = (now + self._max_ttl, str(exc))
             self._trim(self._refused)
             raise
-        except IssuerUnavailableError:
-            self._failures.tried()
-            raise
+        self._failures.forgive(reserved)
         until = now + self._max_ttl
         exp = answer.get("exp")
         if isinstance(exp, (int, float)) and not isinstance(exp, bool):
@@ -153,8 +159,11 @@ class Introspector:
     async def _ask(self, token: str) -> dict[str, Any]:
         self.requests += 1
         try:
-            response = await self._http.post(
+            reply = await read_json(
+                self._http,
+                "POST",
                 self._url,
+                limit=MAX_ANSWER_BYTES,
                 data={"token": token, "token_type_hint": "access_token"},
                 auth=self._auth,
                 headers={"Accept": "application/json"},
@@ -163,17 +172,15 @@ class Introspector:
             raise IssuerUnavailableError(
                 f"the introspection endpoint could not be reached ({type(exc).__name__})"
             ) from None
-        if response.status_code in (401, 403):
+        if reply.status in (401, 403):
             raise IssuerUnavailableError(
                 "the introspection endpoint refused askback's client credentials: check ASKBACK_AUTH_CLIENT_ID "
                 "and ASKBACK_AUTH_CLIENT_SECRET"
             )
-        if response.status_code != 200:
-            raise IssuerUnavailableError(f"the introspection endpoint answered HTTP {response.status_code}")
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
+        if reply.status != 200:
+            raise IssuerUnavailableError(f"the introspection endpoint answered HTTP {reply.status}")
+        if reply.kind == "too_big":
+            raise IssuerUnavailableError(f"the introspection endpoint answered more than {MAX_ANSWER_BYTES} bytes")
+        if not isinstance(reply.document, dict):
             raise IssuerUnavailableError("the introspection endpoint did not answer a JSON object")
-        return answer
+        return reply.document

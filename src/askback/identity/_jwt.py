@@ -21,6 +21,7 @@ from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jws import JWSRegistry, extract_compact
 
 from askback.core.caller import Caller, checked_principal, principal_of, split_scopes
+from askback.core.text import name_problem
 from askback.errors import InvalidTokenError
 
 if TYPE_CHECKING:
@@ -43,12 +44,17 @@ __all__ = [
 ]
 
 DEFAULT_ALGORITHMS: tuple[str, ...] = ("RS256", "ES256", "PS256", "EdDSA")
-# RFC 9068 §2.1; a missing `typ` is accepted too.
+# RFC 9068 §2.1; a missing `typ` is accepted too, when the claims carry an access token's mark.
 ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})
+# Claims only an access token carries: RFC 9068's `client_id`, a scope (`scope`, Entra's `scp`) or app roles
+# (`roles`). A token not typed `at+jwt` must carry one, since an ID token is otherwise an access token's shape.
+ACCESS_TOKEN_CLAIMS = ("client_id", "scope", "scp", "roles")
 # Claims only an ID token carries (OpenID Connect Core 2 and 3.3.2.11): an access token never binds a nonce or the
 # hash of a code or of another token.
 ID_TOKEN_CLAIMS = ("nonce", "at_hash", "c_hash", "s_hash")
 MAX_TOKEN_LENGTH = 16_384
+MAX_SCOPES = 100
+MAX_SCOPE_LENGTH = 128
 
 
 def check_algorithms(algorithms: Collection[str]) -> tuple[str, ...]:
@@ -191,8 +197,11 @@ def check_access_claims(
             raise InvalidTokenError("the token is not an access token (typ)")
     # A signed ID token of the same issuer for a client id used as the audience would pass every check below.
     marks = id_token_marks(claims)
+    typed = isinstance(typ, str) and typ.lower() in ACCESS_TOKEN_TYPES
+    if marks is None and not typed and all(claims.get(name) in (None, "", []) for name in ACCESS_TOKEN_CLAIMS):
+        marks = "it is not typed at+jwt and carries none of client_id, scope, scp or roles"
     if marks is not None:
-        raise InvalidTokenError(f"the token is an ID token, not an access token: {marks}")
+        raise InvalidTokenError(f"the token looks like an ID token, not an access token: {marks}")
     if claims.get("iss") != issuer:
         raise InvalidTokenError("the token was issued by another issuer")
     if audience not in _audiences(claims):
@@ -202,18 +211,29 @@ def check_access_claims(
     if not isinstance(principal, str) or not principal:
         raise InvalidTokenError(f"the token names no principal (claim {principal_claim})")
     checked_principal(principal)
+    scopes_of(claims)
 
 
 def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
     """The scopes a token grants: `scope` (separated by the space character), else `scp` (a list, or
-    space-separated)."""
+    space-separated). `InvalidTokenError` for more than `MAX_SCOPES` of them, or one that is longer than
+    `MAX_SCOPE_LENGTH` or not a name people can be shown (`name_problem`): scopes are stored in the audit trail."""
+    scopes: tuple[str, ...] = ()
     for name in ("scope", "scp"):
         value = claims.get(name)
         if isinstance(value, str):
-            return frozenset(split_scopes(value))
+            scopes = split_scopes(value)
+            break
         if isinstance(value, list):
-            return frozenset(s for s in value if isinstance(s, str) and s)
-    return frozenset()
+            scopes = tuple(s for s in value if isinstance(s, str) and s)
+            break
+    if len(scopes) > MAX_SCOPES:
+        raise InvalidTokenError(f"the token grants more than {MAX_SCOPES} scopes")
+    for scope in scopes:
+        problem = name_problem(scope, what="a scope of the token", limit=MAX_SCOPE_LENGTH)
+        if problem is not None:
+            raise InvalidTokenError(problem)
+    return frozenset(scopes)
 
 
 def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issuer: str | None) -> Caller:

@@ -26,6 +26,7 @@ from joserfc.jwk import ECKey, JWKRegistry, Key, KeySet, OKPKey, RSAKey
 from askback.clock import Clock
 from askback.errors import InvalidTokenError, IssuerUnavailableError
 from askback.identity._holdback import HoldBack
+from askback.oauth_metadata import read_json
 
 __all__ = ["KeyCache", "PublicKey", "parse_jwks"]
 
@@ -35,6 +36,8 @@ PublicKey = RSAKey | ECKey | OKPKey
 
 # How long a fetched set is trusted before it is read again, whatever the tokens say.
 MAX_AGE = 600.0
+# A JWKS holds a few keys of a few kilobytes; a body past this is not read further.
+MAX_JWKS_BYTES = 256 * 1024
 
 
 def parse_jwks(document: Any) -> KeySet | None:
@@ -147,21 +150,25 @@ class KeyCache:
         self._hold.tried()
         self.fetches += 1
         try:
-            response = await self._http.get(self._jwks_uri, headers={"Accept": "application/json"})
+            answer = await read_json(
+                self._http, "GET", self._jwks_uri, limit=MAX_JWKS_BYTES, headers={"Accept": "application/json"}
+            )
         except httpx.HTTPError as exc:
             raise IssuerUnavailableError(
                 f"the issuer's signing keys could not be fetched ({type(exc).__name__}); is the issuer up?",
                 retry_after=max(1, math.ceil(self._min_interval)),
             ) from None
-        if response.status_code != 200:
+        if answer.status != 200:
             raise IssuerUnavailableError(
-                f"the issuer's signing keys could not be fetched (HTTP {response.status_code})",
+                f"the issuer's signing keys could not be fetched (HTTP {answer.status})",
                 retry_after=max(1, math.ceil(self._min_interval)),
             )
-        try:
-            document = response.json()
-        except ValueError:
-            document = None
+        if answer.kind == "too_big":
+            raise IssuerUnavailableError(
+                f"the issuer's JWKS is larger than {MAX_JWKS_BYTES} bytes; askback does not read it",
+                retry_after=max(1, math.ceil(self._min_interval)),
+            )
+        document = answer.document
         keys = parse_jwks(document)
         if keys is None:
             raise IssuerUnavailableError(

@@ -30,8 +30,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import anyio
 import httpx
@@ -54,6 +53,7 @@ from askback.identity._jwt import verify_id_token
 from askback.identity._keys import KeyCache
 from askback.identity._session import PENDING_TTL, PendingSignIn, SessionSigner, code_challenge
 from askback.identity._sessions import Sessions
+from askback.identity._token_endpoint import TokenEndpoint
 from askback.pages import PageKit, safe_next_path
 
 __all__ = ["PeopleSignIn"]
@@ -126,7 +126,9 @@ class PeopleSignIn:
         try:
             self.issuer = check_issuer(issuer)
         except ValueError as exc:
-            raise ConfigurationError(f"The people's sign-in issuer is not usable: {exc}.") from None
+            raise ConfigurationError(
+                f"The people's sign-in issuer (ASKBACK_SIGNIN_ISSUER or ASKBACK_AUTH_ISSUER) is not usable: {exc}."
+            ) from None
         site = urlsplit(base_url)
         if site.scheme not in ("https", "http") or not site.hostname or site.query or site.fragment:
             raise ConfigurationError(
@@ -171,6 +173,8 @@ class PeopleSignIn:
         self._metadata: IssuerMetadata | None = None
         self._keys: KeyCache | None = None
         self._discovery_hold = HoldBack(self._clock, DISCOVERY_INTERVAL)
+        self._warning_hold = HoldBack(self._clock, DISCOVERY_INTERVAL)
+        self._token_endpoint: TokenEndpoint | None = None
         self._lock = anyio.Lock()
         self._guard = FormGuard(
             "askback_sign_in_csrf", path=f"{self._site_path}{self.prefix}", origins=[self.base_url], secure=self.secure
@@ -298,40 +302,25 @@ class PeopleSignIn:
                     )
                 self._metadata = metadata
                 self._keys = KeyCache(self._client(), metadata.jwks_uri, clock=self._clock)
+                self._token_endpoint = TokenEndpoint(
+                    metadata.token_endpoint,
+                    client_id=self.client_id,
+                    client_secret=self._client_secret,
+                    clock=self._clock,
+                    interval=DISCOVERY_INTERVAL,
+                )
             return self._metadata, self._keys
 
-    async def _redeem(self, metadata: IssuerMetadata, code: str, state: str) -> str:
-        """The ID token the token endpoint gives for `code`; raises `InvalidTokenError` when it refuses it and
-        `IssuerUnavailableError` when it cannot be reached or answers badly."""
-        assert metadata.token_endpoint is not None
-        # client_secret_basic: each part form-encoded before it is joined (RFC 6749 section 2.3.1).
-        auth = (quote(self.client_id, safe=""), quote(self._client_secret.get_secret_value(), safe=""))
+    async def _redeem(self, code: str, state: str) -> str:
+        """The ID token the token endpoint gives for `code` (`TokenEndpoint.redeem`)."""
+        assert self._token_endpoint is not None
         form = {
             "grant_type": "authorization_code",
             "code": code,
             "redirect_uri": self.redirect_uri,
             "code_verifier": self._signer.code_verifier(state),
         }
-        try:
-            reply = await self._client().post(
-                metadata.token_endpoint, data=form, auth=auth, headers={"Accept": "application/json"}
-            )
-        except httpx.HTTPError as exc:
-            raise IssuerUnavailableError(
-                f"the issuer's token endpoint could not be reached ({type(exc).__name__})"
-            ) from None
-        try:
-            body: Any = reply.json()
-        except ValueError:
-            body = None
-        if reply.status_code in (400, 401) and isinstance(body, dict) and isinstance(body.get("error"), str):
-            raise InvalidTokenError("the issuer refused the sign-in's code")
-        if reply.status_code != 200 or not isinstance(body, dict):
-            raise IssuerUnavailableError(f"the issuer's token endpoint answered HTTP {reply.status_code}")
-        id_token = body.get("id_token")
-        if not isinstance(id_token, str) or not id_token:
-            raise InvalidTokenError("the issuer gave no ID token (is the scope openid allowed for this client?)")
-        return id_token
+        return await self._token_endpoint.redeem(self._client(), form)
 
     # --- the routes -------------------------------------------------------------------------------------------------
 
@@ -340,7 +329,9 @@ class PeopleSignIn:
         return _KIT.page(request, "problem.html", {"title": title, "text": text, "again": again}, status=status)
 
     def _unavailable(self, request: Request, exc: IssuerUnavailableError) -> Response:
-        logger.warning("people's sign-in: %s", exc)
+        if self._warning_hold.allows():  # one line per interval, however many visits fail
+            self._warning_hold.tried()
+            logger.warning("people's sign-in: %s", exc)
         response = self._failed(
             request,
             503,
@@ -427,8 +418,8 @@ class PeopleSignIn:
                 request, 400, "Not signed in", "The sign-in provider sent no code. Nobody was signed in."
             )
         try:
-            metadata, keys = await self._issuer()
-            id_token = await self._redeem(metadata, code, pending.state)
+            _, keys = await self._issuer()
+            id_token = await self._redeem(code, pending.state)
             claims = await verify_id_token(
                 id_token,
                 keys=keys,
