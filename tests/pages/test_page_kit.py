@@ -159,7 +159,7 @@ async def test_a_form_page_sets_the_token_cookie_once_and_the_guard_takes_its_fo
     tmp_path: Path,
 ) -> None:
     kit = kit_in(tmp_path, page=PAGE, problem=PROBLEM)
-    async with client_of(kit, FormGuard("kit_csrf", path="/")) as http:
+    async with client_of(kit, FormGuard("kit_csrf", path="/", origins=["http://site.test"])) as http:
         first = await http.get("/")
         second = await http.get("/")
         token = re.search(r'name="csrf" value="([^"]+)"', first.text)
