@@ -7,10 +7,14 @@ post forms from (`OtherSite`)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
+import signal
 import socket
+import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from html import escape
 from http.server import ThreadingHTTPServer
@@ -177,3 +181,37 @@ class OtherSite:
 
     def page(self, action: str) -> str:
         return f"{self.origin}/form?{urlencode({'action': action})}"
+
+
+@contextlib.contextmanager
+def signed_in_inbox(provider: OidcProvider, database: str, port: int, log_path: Path, **env: str) -> Iterator[str]:
+    """`askback inbox serve --auth-issuer ...` of `provider` on `port` over `database` (people sign in there), with no
+    ASKBACK_* settings but the sign-in's and `env`'s; its output in `log_path`; stopped when the block ends."""
+    command = [
+        *("inbox", "serve", "--database", database, "--port", str(port), "--no-resume"),
+        *("--auth-issuer", provider.issuer, "--auth-client-id", provider.client_id),
+    ]
+    settings = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")},
+        "ASKBACK_SIGNIN_CLIENT_SECRET": provider.client_secret,
+        "ASKBACK_SESSION_SECRET": secrets.token_urlsafe(32),
+        **env,
+    }
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "askback", *command],
+            env=settings,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

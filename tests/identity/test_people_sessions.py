@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from _signin_site import (
     serve_sign_in_site,
     sign_in_as,
     sign_in_started,
+    signed_in_inbox,
 )
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -291,34 +291,8 @@ def inbox_database(tmp_path_factory: pytest.TempPathFactory) -> str:
 def inbox(provider: OidcProvider, inbox_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`askback inbox serve --auth-issuer ...` on INBOX_PORT, its sessions lasting INBOX_TTL seconds."""
     log_path = tmp_path_factory.mktemp("sessions-inbox-log") / "inbox.log"
-    command = [
-        *("inbox", "serve", "--database", inbox_database, "--port", str(INBOX_PORT), "--no-resume"),
-        *("--auth-issuer", provider.issuer, "--auth-client-id", provider.client_id),
-    ]
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")},
-        "ASKBACK_SIGNIN_CLIENT_SECRET": provider.client_secret,
-        "ASKBACK_SESSION_SECRET": secrets.token_urlsafe(32),
-        "ASKBACK_SESSION_TTL": str(INBOX_TTL),
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "askback", *command],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield INBOX
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with signed_in_inbox(provider, inbox_database, INBOX_PORT, log_path, ASKBACK_SESSION_TTL=str(INBOX_TTL)) as url:
+        yield url
 
 
 @pytest.mark.http

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +31,7 @@ from _signin_site import (
     serve_sign_in_site,
     sign_in_as,
     sign_in_started,
+    signed_in_inbox,
 )
 from pydantic import SecretStr
 from starlette.applications import Starlette
@@ -366,10 +363,6 @@ def test_settings_missing_a_value_name_the_variable_to_set() -> None:
 # --- the web inbox --------------------------------------------------------------------------------------------------
 
 
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
-
-
 @pytest.fixture(scope="module")
 def tool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("inbox-server")
@@ -387,33 +380,8 @@ def inbox_database(tmp_path_factory: pytest.TempPathFactory) -> str:
 def inbox(provider: OidcProvider, inbox_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`askback inbox serve --auth-issuer ...` on INBOX_PORT over the agent's database."""
     log_path = tmp_path_factory.mktemp("inbox-log") / "inbox.log"
-    command = [
-        *("inbox", "serve", "--database", inbox_database, "--port", str(INBOX_PORT), "--no-resume"),
-        *("--auth-issuer", provider.issuer, "--auth-client-id", provider.client_id),
-    ]
-    env = {
-        **_clean_env(),
-        "ASKBACK_SIGNIN_CLIENT_SECRET": provider.client_secret,
-        "ASKBACK_SESSION_SECRET": secrets.token_urlsafe(32),
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "askback", *command],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield INBOX
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with signed_in_inbox(provider, inbox_database, INBOX_PORT, log_path) as url:
+        yield url
 
 
 async def test_the_inbox_sends_a_person_through_the_provider_to_the_question_and_refuses_it_to_another(
