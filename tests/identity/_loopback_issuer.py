@@ -27,6 +27,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from askback.clock import FrozenClock
+from askback.identity import ResourceServer
 from infra import wait_until
 
 AUDIENCE = "https://askback.test/mcp"
@@ -188,3 +190,19 @@ def loopback_issuer(*, up: bool = True) -> Iterator[LoopbackIssuer]:
             yield issuer
     finally:
         sock.close()
+
+
+CLIENT_ID = "0b6c5a1e-askback-api"  # the audience of the documented Entra recipe: a client id
+
+
+def resource_server(issuer: LoopbackIssuer, clock: FrozenClock, *, accept_jwt_typ: bool = False) -> ResourceServer:
+    """A resource server of `issuer` whose audience is a client id (the documented Entra recipe), introspecting
+    opaque tokens."""
+    return ResourceServer(
+        issuer=issuer.issuer,
+        audience=CLIENT_ID,
+        clock=clock,
+        accept_jwt_typ=accept_jwt_typ,
+        client_id=issuer.client_id,
+        client_secret=issuer.client_secret,
+    )

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _loopback_issuer import LoopbackIssuer, loopback_issuer
+from _loopback_issuer import CLIENT_ID, LoopbackIssuer, resource_server
 from joserfc import jws
 from pydantic import SecretStr
 
@@ -21,25 +21,6 @@ from askback.identity import PeopleSignIn, ResourceServer
 from askback.identity._settings import load_identity_settings
 
 pytestmark = pytest.mark.anyio
-
-CLIENT_ID = "0b6c5a1e-askback-api"  # the audience of the documented Entra recipe: a client id
-
-
-@pytest.fixture
-def issuer() -> Iterator[LoopbackIssuer]:
-    with loopback_issuer() as running:
-        yield running
-
-
-def resource_server(issuer: LoopbackIssuer, clock: FrozenClock, *, accept_jwt_typ: bool = False) -> ResourceServer:
-    return ResourceServer(
-        issuer=issuer.issuer,
-        audience=CLIENT_ID,
-        clock=clock,
-        accept_jwt_typ=accept_jwt_typ,
-        client_id=issuer.client_id,
-        client_secret=issuer.client_secret,
-    )
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx
 import pytest
-from _loopback_issuer import LoopbackIssuer, bound_socket, loopback_issuer, serving_in_thread
+from _loopback_issuer import LoopbackIssuer, bound_socket, serving_in_thread
 from pydantic import SecretStr
 from starlette.types import Receive, Scope, Send
 
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.anyio
 
 SITE = "http://127.0.0.1:8765"
 AUDIENCE = "https://askback.test/mcp"
-
-
-@pytest.fixture
-def issuer() -> Iterator[LoopbackIssuer]:
-    with loopback_issuer() as running:
-        yield running
 
 
 @pytest.fixture

@@ -32,12 +32,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def issuer() -> Iterator[LoopbackIssuer]:
-    with loopback_issuer() as running:
-        yield running
-
-
-@pytest.fixture
 def other_issuer() -> Iterator[LoopbackIssuer]:
     with loopback_issuer() as running:
         yield running

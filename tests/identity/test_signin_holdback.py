@@ -5,11 +5,11 @@ real one of the tests' own on loopback, counting what it is asked."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from _loopback_issuer import LoopbackIssuer, loopback_issuer
+from _loopback_issuer import LoopbackIssuer
 from pydantic import SecretStr
 
 from askback.clock import FrozenClock
@@ -19,12 +19,6 @@ from askback.identity._signin import DISCOVERY_INTERVAL
 pytestmark = pytest.mark.anyio
 
 SITE = "http://127.0.0.1:8765"
-
-
-@pytest.fixture
-def issuer() -> Iterator[LoopbackIssuer]:
-    with loopback_issuer() as running:
-        yield running
 
 
 @pytest.fixture

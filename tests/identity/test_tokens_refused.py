@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _loopback_issuer import LoopbackIssuer, loopback_issuer
+from _loopback_issuer import CLIENT_ID, LoopbackIssuer, resource_server
 from joserfc import jws
 
 from askback.clock import FrozenClock
@@ -20,7 +20,6 @@ from askback.identity._introspection import FAILURE_INTERVAL, MAX_FAILURES
 
 pytestmark = pytest.mark.anyio
 
-CLIENT_ID = "0b6c5a1e-askback-api"  # the audience of the documented Entra recipe: a client id
 
 HOSTILE_PRINCIPALS = {
     "ESC (OSC 52)": "alice\x1b]52;c;ZWNobyBwd25lZA==\x07",
@@ -29,24 +28,6 @@ HOSTILE_PRINCIPALS = {
     "a zero-width space": "al\u200bice",
     "10 KB": "a" * 10_240,
 }
-
-
-@pytest.fixture
-def issuer() -> Iterator[LoopbackIssuer]:
-    with loopback_issuer() as running:
-        yield running
-
-
-def resource_server(issuer: LoopbackIssuer, clock: FrozenClock, *, accept_jwt_typ: bool = False) -> ResourceServer:
-    """A resource server whose audience is a client id (the documented Entra recipe), introspecting opaque tokens."""
-    return ResourceServer(
-        issuer=issuer.issuer,
-        audience=CLIENT_ID,
-        clock=clock,
-        accept_jwt_typ=accept_jwt_typ,
-        client_id=issuer.client_id,
-        client_secret=issuer.client_secret,
-    )
 
 
 @pytest.fixture
