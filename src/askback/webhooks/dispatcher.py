@@ -9,6 +9,16 @@ delivery to fall due on the injected clock, or for `idle` seconds, whichever com
 
 Any number of instances run this loop on one database: the outbox's conditional writes decide who queues and who
 sends, and a delivery whose instance died mid-attempt is sent again once its lease ends, with the same `webhook-id`.
+
+A receiver cannot hurt the sender, nor hold up the other receivers:
+
+- an attempt has one deadline (`timeout`, on the injected clock) for all of it: connecting, sending, the answer's
+  head and what is read of its body, so a receiver that trickles its answer a byte at a time is cut off on time;
+- only the status matters: at most `ANSWER_READ` bytes of an answer are read, as sent (`Accept-Encoding: identity`,
+  and never inflated, whatever the receiver sends), then the connection is closed; nothing of it is kept;
+- at most `concurrency` attempts are under way at once on an instance, and at most `per_endpoint` to one endpoint.
+  A delivery is claimed only when a slot is free for it, and `run` starts each one on its own, without waiting for
+  the others: a slow endpoint holds its own slots, and the other endpoints' deliveries go out meanwhile.
 """
 
 from __future__ import annotations
@@ -18,14 +28,17 @@ import random
 import secrets
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
+from typing import cast
 
 import anyio
 import httpx
+from anyio.abc import TaskGroup
 
 from askback.clock import Clock, SystemClock
-from askback.errors import AskbackError
+from askback.errors import AskbackError, ConfigurationError
 from askback.store import Store
 from askback.webhooks.endpoints import Endpoint
 from askback.webhooks.outbox import Attempt, Claimed, DeliveryStatus, Outbox, Source
@@ -38,34 +51,68 @@ logger = logging.getLogger("askback.webhooks")
 
 # Standard Webhooks' advice: a receiver answers quickly and does its work later.
 TIMEOUT = 10.0
+# Attempts under way at once on one instance, and to one endpoint.
+CONCURRENCY = 16
+PER_ENDPOINT = 4
+# How much of an answer is read (only its status matters): enough to reuse the connection after a short answer.
+ANSWER_READ = 4096
 _BATCH = 500
 _CLAIM = 32
-_IN_FLIGHT = 8
 
 
 def _http_client(timeout: float) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, follow_redirects=False)
 
 
-async def _post(http: httpx.AsyncClient, url: str, headers: dict[str, str], body: str) -> tuple[int | None, str | None]:
-    """POST `body`: the HTTP status, or `None` and the kind of failure. What the receiver answered is not kept."""
+async def _post(
+    http: httpx.AsyncClient, url: str, headers: dict[str, str], body: str, *, clock: Clock, within: float
+) -> tuple[int | None, str | None]:
+    """POST `body`, all of the attempt within `within` seconds on `clock`: the HTTP status, or `None` and the kind of
+    failure. At most `ANSWER_READ` bytes of the answer are read, never inflated, and none is kept."""
+    deadline = clock.now() + within
+    outcome: tuple[int | None, str | None] = (None, "timeout")
+    async with anyio.create_task_group() as tasks:
+
+        async def cut_off() -> None:
+            await clock.sleep_until(deadline)
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(cut_off)
+        outcome = await _exchange(http, url, headers, body)
+        tasks.cancel_scope.cancel()
+    return outcome
+
+
+async def _exchange(
+    http: httpx.AsyncClient, url: str, headers: dict[str, str], body: str
+) -> tuple[int | None, str | None]:
     try:
-        response = await http.post(url, content=body.encode(), headers=headers)
+        # `identity`: a compressed answer is not asked for, and `aiter_raw` would not inflate one sent all the same.
+        sent = {**headers, "accept-encoding": "identity"}
+        async with http.stream("POST", url, content=body.encode(), headers=sent) as response:
+            read = 0
+            async with aclosing(cast(AsyncGenerator[bytes, None], response.aiter_raw())) as chunks:
+                async for chunk in chunks:
+                    read += len(chunk)
+                    if read >= ANSWER_READ:
+                        break  # leaving the block closes the connection, with the rest of the answer unread
+            return response.status_code, None
     except httpx.TimeoutException:
         return None, "timeout"
     except httpx.ConnectError:
         return None, "connect"
     except httpx.HTTPError as exc:
         return None, type(exc).__name__
-    return response.status_code, None
 
 
 class Dispatcher:
     """Deliveries of `endpoints`' events from `store`, signed with their secrets; see the module's docstring.
 
-    `clock` and `rng` decide when retries fall due (inject them to control time and jitter); `lease` is how long an
-    attempt holds its delivery (longer than `timeout`); `idle` the longest wait between passes (the audit log, which
-    wakes no one, is read at least that often)."""
+    `clock` and `rng` decide when retries fall due and when an attempt's `timeout` (seconds, for all of it) runs out
+    (inject them to control time and jitter); `lease` is how long an attempt holds its delivery (longer than
+    `timeout`); `idle` the longest wait between passes (the audit log, which wakes no one, is read at least that
+    often); `concurrency` and `per_endpoint` how many attempts may be under way at once, in all and to one
+    endpoint."""
 
     def __init__(
         self,
@@ -80,7 +127,11 @@ class Dispatcher:
         lease: float = 60.0,
         idle: float = 1.0,
         instance: str | None = None,
+        concurrency: int = CONCURRENCY,
+        per_endpoint: int = PER_ENDPOINT,
     ) -> None:
+        if concurrency < 1 or per_endpoint < 1:
+            raise ConfigurationError("webhook concurrency and per_endpoint must be at least 1; give positive numbers")
         self.store = store
         self.outbox = Outbox(store)
         self.endpoints = tuple(endpoints)
@@ -89,12 +140,19 @@ class Dispatcher:
         self.schedule = schedule or RetrySchedule()
         self.lease = lease
         self.idle = idle
+        self.timeout = timeout
+        self.concurrency = concurrency
+        self.per_endpoint = per_endpoint
         self.instance = instance or f"{socket.gethostname()[:40]}:{secrets.token_hex(4)}"
         self._own_http = http is None
         self._http = http or _http_client(timeout)
         self._by_key = {endpoint.key: endpoint for endpoint in self.endpoints}
         # The lowest event cursor the last `collect` left: a newer event wakes `wait`.
         self._seen: int | None = None
+        # The attempts under way here, by endpoint key and by delivery id; `_freed` is set when one ends.
+        self._sending: dict[str, int] = {}
+        self._under_way: set[int] = set()
+        self._freed: anyio.Event | None = None
 
     def _sources(self) -> list[tuple[Endpoint, Source]]:
         found: list[tuple[Endpoint, Source]] = []
@@ -133,24 +191,59 @@ class Dispatcher:
         self._seen = min(seen) if seen else None
         return added
 
-    async def deliver_due(self) -> int:
-        """Attempt every delivery due now; the number of attempts made."""
-        made = 0
-        limiter = anyio.CapacityLimiter(_IN_FLIGHT)
+    def _room(self) -> tuple[int, dict[str, int]]:
+        """The free slots in all, and for each configured endpoint."""
+        free = self.concurrency - sum(self._sending.values())
+        return free, {key: self.per_endpoint - self._sending.get(key, 0) for key in self._by_key}
+
+    async def _start_due(self, tasks: TaskGroup) -> int:
+        """Claim due deliveries while slots are free and start each attempt in `tasks`; the number started."""
+        started = 0
         while True:
+            free, room = self._room()
+            if free <= 0:
+                return started
             now = self.clock.now()
-            claimed = await self.outbox.claim(now=now, until=now + self.lease, by=self.instance, limit=_CLAIM)
-            if not claimed:
-                return made
+            claimed = await self.outbox.claim(
+                now=now, until=now + self.lease, by=self.instance, limit=min(free, _CLAIM), room=room
+            )
+            fresh = [delivery for delivery in claimed if delivery.id not in self._under_way]
+            if not fresh:
+                # Nothing due, or only attempts still under way here whose lease ran out (and was just renewed).
+                return started
+            for delivery in fresh:
+                self._sending[delivery.endpoint] = self._sending.get(delivery.endpoint, 0) + 1
+                self._under_way.add(delivery.id)
+                tasks.start_soon(self._send, delivery)
+            started += len(fresh)
 
-            async def attempt(delivery: Claimed) -> None:
-                async with limiter:
-                    await self._attempt(delivery)
+    async def _send(self, delivery: Claimed) -> None:
+        try:
+            await self._attempt(delivery)
+        except AskbackError as exc:
+            logger.warning("askback webhooks: %s (%s is tried again when its lease ends)", exc, delivery.webhook_id)
+        finally:
+            self._under_way.discard(delivery.id)
+            left = self._sending.pop(delivery.endpoint) - 1
+            if left:
+                self._sending[delivery.endpoint] = left
+            if self._freed is not None:
+                self._freed.set()
 
-            async with anyio.create_task_group() as tasks:
-                for delivery in claimed:
-                    tasks.start_soon(attempt, delivery)
-            made += len(claimed)
+    async def deliver_due(self) -> int:
+        """Attempt every delivery due now, within the slots (`concurrency`, `per_endpoint`), and wait until they all
+        ended; the number of attempts made."""
+        made = 0
+        async with anyio.create_task_group() as tasks:
+            while True:
+                self._freed = anyio.Event()
+                started = await self._start_due(tasks)
+                made += started
+                if not started:
+                    if not self._sending:
+                        return made
+                    await self._freed.wait()
+        return made  # pragma: no cover (the loop returns)
 
     async def _attempt(self, delivery: Claimed) -> None:
         endpoint = self._by_key.get(delivery.endpoint)
@@ -161,7 +254,9 @@ class Dispatcher:
         error: str | None = "unconfigured"  # queued for an endpoint no longer configured here: no secret to sign with
         if endpoint is not None:
             headers = signed_headers(endpoint.keys, delivery.webhook_id, int(at), delivery.body)
-            status, error = await _post(self._http, endpoint.url, headers, delivery.body)
+            status, error = await _post(
+                self._http, endpoint.url, headers, delivery.body, clock=self.clock, within=self.timeout
+            )
         attempt = Attempt(delivery.id, number, at, time.perf_counter() - started, status, error)
         now = self.clock.now()
         outcome: DeliveryStatus
@@ -185,10 +280,14 @@ class Dispatcher:
         return await self.collect() + await self.deliver_due()
 
     async def wait(self) -> None:
-        """Wait for a new event, the next due delivery on the clock, or `idle` seconds, whichever comes first."""
+        """Wait for a new event, the next due delivery that a slot is free for, a slot freed while every one was
+        taken, or `idle` seconds, whichever comes first."""
         seen = self._seen if self._seen is not None else await self.store.latest_event_id()
-        due = await self.outbox.next_due()
+        free, room = self._room()
+        full = [key for key, left in room.items() if left <= 0]
+        due = await self.outbox.next_due(skip=full) if free > 0 else None
         wake_at = self.clock.now() + self.idle if due is None else min(due, self.clock.now() + self.idle)
+        freed = self._freed if self._freed is not None and (free <= 0 or full) else None
         async with anyio.create_task_group() as tasks:
 
             async def events() -> None:
@@ -199,24 +298,31 @@ class Dispatcher:
                 await self.clock.sleep_until(wake_at)
                 tasks.cancel_scope.cancel()
 
+            async def slot() -> None:
+                assert freed is not None
+                await freed.wait()
+                tasks.cancel_scope.cancel()
+
             tasks.start_soon(events)
             tasks.start_soon(clock)
+            if freed is not None:
+                tasks.start_soon(slot)
 
     async def run(self) -> None:
-        """Pass and wait until cancelled. A database that cannot be reached is logged and tried again."""
+        """Pass and wait until cancelled, each attempt under way on its own meanwhile (an attempt under way when it
+        is cancelled is cut off: its delivery is taken again when its lease ends). A database that cannot be reached
+        is logged and tried again."""
         await self.prepare()
-        while True:
-            try:
-                await self.run_once()
-            except AskbackError as exc:
-                logger.warning("askback webhooks: %s (trying again in %s s)", exc, self.idle)
-                await anyio.sleep(self.idle)
-                continue
-            try:
-                await self.wait()
-            except AskbackError as exc:
-                logger.warning("askback webhooks: %s (trying again in %s s)", exc, self.idle)
-                await anyio.sleep(self.idle)
+        async with anyio.create_task_group() as sending:
+            while True:
+                try:
+                    self._freed = anyio.Event()
+                    await self.collect()
+                    await self._start_due(sending)
+                    await self.wait()
+                except AskbackError as exc:
+                    logger.warning("askback webhooks: %s (trying again in %s s)", exc, self.idle)
+                    await anyio.sleep(self.idle)
 
     async def aclose(self) -> None:
         if self._own_http:
@@ -245,7 +351,8 @@ async def send_test(
     body = message_body("webhook.test", at, {"url": endpoint.url})
     client = http or _http_client(TIMEOUT)
     try:
-        status, error = await _post(client, endpoint.url, signed_headers(endpoint.keys, msg_id, int(at), body), body)
+        headers = signed_headers(endpoint.keys, msg_id, int(at), body)
+        status, error = await _post(client, endpoint.url, headers, body, clock=clock or SystemClock(), within=TIMEOUT)
     finally:
         if http is None:
             await client.aclose()

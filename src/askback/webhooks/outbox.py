@@ -15,7 +15,7 @@ Nothing is lost or sent twice across instances and restarts because every decisi
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal, cast
@@ -65,10 +65,22 @@ _MOVE_CURSOR = (
 _ADD_DELIVERY = insert(_DELIVERIES)
 _ADD_ATTEMPT = insert(_ATTEMPTS)
 _free = _d.lease_until.is_(None) | (_d.lease_until < bindparam("now"))
-_DUE = (
-    select(_d.id)
+# The due deliveries, oldest due first, at most `each` of any one endpoint: an endpoint's backlog takes at most `each`
+# rows of `limit`, and never hides another endpoint's due deliveries.
+_RANKED = (
+    select(
+        _d.id,
+        _d.endpoint,
+        _d.next_attempt_at,
+        func.row_number().over(partition_by=_d.endpoint, order_by=(_d.next_attempt_at, _d.id)).label("rank"),
+    )
     .where(_d.status == "pending", _d.next_attempt_at <= bindparam("now"), _free)
-    .order_by(_d.next_attempt_at, _d.id)
+    .subquery()
+)
+_DUE = (
+    select(_RANKED.c.id, _RANKED.c.endpoint)
+    .where(_RANKED.c.rank <= bindparam("each"))
+    .order_by(_RANKED.c.next_attempt_at, _RANKED.c.id)
     .limit(bindparam("limit"))
 )
 _TAKE = (
@@ -95,7 +107,11 @@ _SETTLE = (
         delivered_at=bindparam("b_delivered_at"),
     )
 )
-_NEXT_DUE = select(func.min(func.coalesce(_d.lease_until, _d.next_attempt_at))).where(_d.status == "pending")
+_NEXT_DUE = (
+    select(_d.endpoint, func.min(func.coalesce(_d.lease_until, _d.next_attempt_at)).label("due"))
+    .where(_d.status == "pending")
+    .group_by(_d.endpoint)
+)
 _REDELIVER = (
     update(_DELIVERIES)
     .where(_d.id == bindparam("b_id"), _d.status != "pending")
@@ -271,14 +287,35 @@ class Outbox:
 
     # Delivering ----------------------------------------------------------------------------------------------
 
-    async def claim(self, *, now: float, until: float, by: str, limit: int) -> list[Claimed]:
-        """Take up to `limit` due deliveries, each held by `by` until `until`."""
+    async def claim(
+        self,
+        *,
+        now: float,
+        until: float,
+        by: str,
+        limit: int,
+        room: Mapping[str, int] | None = None,
+    ) -> list[Claimed]:
+        """Take up to `limit` due deliveries, oldest due first, each held by `by` until `until`.
+
+        `room` caps how many more each endpoint it names (by key) may be given: a due delivery past its endpoint's
+        room stays due, for a later claim; an endpoint's backlog never hides another endpoint's due deliveries."""
+        caps = dict(room or {})
+        each = max(1, min(limit, max(caps.values(), default=limit)))
+        due = {"now": now, "each": each, "limit": limit + each * len(caps)}
 
         def write(conn: Any) -> list[Claimed]:
             taken: list[Claimed] = []
-            for row in conn.execute(_DUE, {"now": now, "limit": limit}).all():
+            left = dict(caps)
+            for row in conn.execute(_DUE, due).all():
+                if len(taken) >= limit:
+                    break
+                if left.get(row.endpoint, 1) <= 0:
+                    continue
                 params = {"b_id": row.id, "b_now": now, "b_until": until, "b_by": by}
                 if conn.execute(_TAKE, params).rowcount == 1:
+                    if row.endpoint in left:
+                        left[row.endpoint] -= 1
                     found = conn.execute(_TAKEN, {"id": row.id}).first()
                     taken.append(
                         Claimed(found.id, found.endpoint, found.url, found.webhook_id, found.body, found.attempts)
@@ -328,10 +365,12 @@ class Outbox:
 
         return await self.store.transaction(write, doing="record a webhook attempt")
 
-    async def next_due(self) -> float | None:
-        """When the next pending delivery is due (or its lease ends); `None` when none is pending."""
-        found = await self.store.read(lambda conn: conn.execute(_NEXT_DUE).scalar(), doing="read webhook deliveries")
-        return None if found is None else float(found)
+    async def next_due(self, *, skip: Collection[str] = ()) -> float | None:
+        """When the next pending delivery is due (or its lease ends), leaving out the endpoints (by key) in `skip`;
+        `None` when none is pending."""
+        rows = await self.store.read(lambda conn: conn.execute(_NEXT_DUE).all(), doing="read webhook deliveries")
+        found = [float(row.due) for row in rows if row.endpoint not in skip]
+        return min(found, default=None)
 
     # Listing and redelivering --------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ import httpx
 
 from askback.errors import ConfigurationError
 from askback.extension import ExtensionContext, Mounted, Ports
-from askback.webhooks.dispatcher import TIMEOUT, Dispatcher
+from askback.webhooks.dispatcher import CONCURRENCY, PER_ENDPOINT, TIMEOUT, Dispatcher
 from askback.webhooks.endpoints import Endpoint, load_endpoints
 from askback.webhooks.schedule import RetrySchedule
 from askback.webhooks.schema import MIGRATIONS
@@ -44,8 +44,8 @@ VARIABLE = "ASKBACK_WEBHOOKS"
 class Webhooks:
     """Signed webhooks for `endpoints`, delivered at least once from the app's store (see the module's docstring).
 
-    `clock` (default: the app's), `rng`, `schedule`, `lease`, `idle`, `timeout` and `http` are the dispatcher's
-    (`Dispatcher`)."""
+    `clock` (default: the app's), `rng`, `schedule`, `lease`, `idle`, `timeout`, `concurrency`, `per_endpoint` and
+    `http` are the dispatcher's (`Dispatcher`)."""
 
     name = "webhooks"
     migrations = (MIGRATIONS,)
@@ -62,6 +62,8 @@ class Webhooks:
         lease: float = 60.0,
         idle: float = 1.0,
         timeout: float = TIMEOUT,
+        concurrency: int = CONCURRENCY,
+        per_endpoint: int = PER_ENDPOINT,
         http: httpx.AsyncClient | None = None,
     ) -> None:
         self.endpoints = tuple(endpoints)
@@ -74,6 +76,8 @@ class Webhooks:
         self.lease = lease
         self.idle = idle
         self.timeout = timeout
+        self.concurrency = concurrency
+        self.per_endpoint = per_endpoint
         self.http = http
         self.dispatcher: Dispatcher | None = None
         self._task: asyncio.Task[None] | None = None
@@ -99,6 +103,8 @@ class Webhooks:
             timeout=self.timeout,
             lease=self.lease,
             idle=self.idle,
+            concurrency=self.concurrency,
+            per_endpoint=self.per_endpoint,
         )
         try:
             await dispatcher.prepare()
