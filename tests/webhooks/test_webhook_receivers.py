@@ -28,10 +28,28 @@ BOUND = 4 * MiB
 DEADLINE = 20.0  # seconds any single wait of a test may take before it fails
 
 
-def dispatcher(store: Store, urls: list[str], clock: FrozenClock, **options: object) -> Dispatcher:
+def dispatcher(
+    store: Store,
+    urls: list[str],
+    clock: FrozenClock,
+    *,
+    timeout: float = 10.0,
+    concurrency: int = 16,
+    per_endpoint: int = 4,
+) -> Dispatcher:
     endpoints = [Endpoint(url=url, events=["account.*"], secrets=[new_secret()]) for url in urls]
     schedule = RetrySchedule(delays=(5.0,), jitter=0.0)
-    return Dispatcher(store, endpoints, clock=clock, rng=random.Random(3), schedule=schedule, idle=0.05, **options)  # type: ignore[arg-type]
+    return Dispatcher(
+        store,
+        endpoints,
+        clock=clock,
+        rng=random.Random(3),
+        schedule=schedule,
+        idle=0.05,
+        timeout=timeout,
+        concurrency=concurrency,
+        per_endpoint=per_endpoint,
+    )
 
 
 @pytest.fixture
