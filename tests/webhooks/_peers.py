@@ -134,6 +134,8 @@ def trickle(length: int) -> Answer:
             return False
         finally:
             hung_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await hung_up
         return True
 
     return answer

@@ -9,6 +9,7 @@ import random
 import time
 import tracemalloc
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -28,28 +29,11 @@ BOUND = 4 * MiB
 DEADLINE = 20.0  # seconds any single wait of a test may take before it fails
 
 
-def dispatcher(
-    store: Store,
-    urls: list[str],
-    clock: FrozenClock,
-    *,
-    timeout: float = 10.0,
-    concurrency: int = 16,
-    per_endpoint: int = 4,
-) -> Dispatcher:
+def dispatcher(store: Store, urls: list[str], clock: FrozenClock, **options: Any) -> Dispatcher:
+    """A dispatcher for `urls` on `clock`; `options` are the `Dispatcher`'s (`timeout`, `concurrency`, ...)."""
     endpoints = [Endpoint(url=url, events=["account.*"], secrets=[new_secret()]) for url in urls]
     schedule = RetrySchedule(delays=(5.0,), jitter=0.0)
-    return Dispatcher(
-        store,
-        endpoints,
-        clock=clock,
-        rng=random.Random(3),
-        schedule=schedule,
-        idle=0.05,
-        timeout=timeout,
-        concurrency=concurrency,
-        per_endpoint=per_endpoint,
-    )
+    return Dispatcher(store, endpoints, clock=clock, rng=random.Random(3), schedule=schedule, idle=0.05, **options)
 
 
 @pytest.fixture
@@ -134,12 +118,13 @@ async def test_a_receiver_trickling_its_answer_is_cut_off_at_the_attempts_deadli
                         break
                     await peer.trickle_one()
                     clock.advance(0.5)
+        [delivery] = await Outbox(store).deliveries()
+        assert (delivery.status, delivery.last_status, delivery.last_error) == ("pending", None, "timeout")
+        [attempt] = await Outbox(store).attempts(delivery.id)
+        assert attempt.error == "timeout"
+        with anyio.fail_after(DEADLINE):
             await peer.closed.wait()
         await hooks.aclose()
-    [delivery] = await Outbox(store).deliveries()
-    assert (delivery.status, delivery.last_status, delivery.last_error) == ("pending", None, "timeout")
-    [attempt] = await Outbox(store).attempts(delivery.id)
-    assert attempt.error == "timeout"
 
 
 async def slow_and_fast(store: Store, slow: Peer, fast: Peer, clock: FrozenClock) -> None:
