@@ -14,8 +14,9 @@ A receiver cannot hurt the sender, nor hold up the other receivers:
 
 - an attempt has one deadline (`timeout`, on the injected clock) for all of it: connecting, sending, the answer's
   head and what is read of its body, so a receiver that trickles its answer a byte at a time is cut off on time;
-- only the status matters: at most `ANSWER_READ` bytes of an answer are read, as sent (`Accept-Encoding: identity`,
-  and never inflated, whatever the receiver sends), then the connection is closed; nothing of it is kept;
+- only the status matters: reading an answer stops once `ANSWER_READ` bytes of it came (one network read at most
+  beyond), as sent (`Accept-Encoding: identity`, never inflated, whatever the receiver sends), and the connection is
+  closed with the rest unread; nothing of it is kept;
 - at most `concurrency` attempts are under way at once on an instance, and at most `per_endpoint` to one endpoint.
   A delivery is claimed only when a slot is free for it, and `run` starts each one on its own, without waiting for
   the others: a slow endpoint holds its own slots, and the other endpoints' deliveries go out meanwhile.
@@ -68,7 +69,7 @@ async def _post(
     http: httpx.AsyncClient, url: str, headers: dict[str, str], body: str, *, clock: Clock, within: float
 ) -> tuple[int | None, str | None]:
     """POST `body`, all of the attempt within `within` seconds on `clock`: the HTTP status, or `None` and the kind of
-    failure. At most `ANSWER_READ` bytes of the answer are read, never inflated, and none is kept."""
+    failure. Reading the answer stops after `ANSWER_READ` bytes; it is never inflated, and none of it is kept."""
     deadline = clock.now() + within
     outcome: tuple[int | None, str | None] = (None, "timeout")
     async with anyio.create_task_group() as tasks:
