@@ -54,7 +54,7 @@ async def test_an_instance_killed_with_deliveries_in_flight_loses_none_once_anot
     db_url: str, store: Store, receiver: Receiver, children: list[subprocess.Popen[str]]
 ) -> None:
     secret = new_secret()
-    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret])
+    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret], allow_private=True)
     setup = Dispatcher(store, [endpoint])
     await setup.prepare()
     await setup.aclose()
