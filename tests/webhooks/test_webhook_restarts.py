@@ -30,7 +30,8 @@ EVENTS = 5
 
 
 def start_worker(db_url: str, url: str, secret: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(WORKER.parent), str(WORKER.parents[1])])}
+    paths = [str(WORKER.parent), str(WORKER.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     child = subprocess.Popen(
         [sys.executable, str(WORKER), db_url, url, secret], stdout=subprocess.PIPE, text=True, env=env
     )

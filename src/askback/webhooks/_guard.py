@@ -15,6 +15,7 @@ import httpcore
 import httpx
 
 from askback.webhooks._destinations import destination_problem
+from askback.webhooks.endpoints import redacted_url
 
 __all__ = ["DestinationRefused", "GuardedBackend", "Resolve", "guarded_transport", "origin"]
 
@@ -94,11 +95,30 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+class _RedactedRequestLines(logging.Filter):
+    """httpx logs every request's whole URL at INFO ("HTTP Request: POST https://...?token=..."), and a webhook URL's
+    query string may hold the receiver's token: the line keeps the URL as `redacted_url` shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) > 1 and isinstance(args[1], httpx.URL):
+            record.args = (args[0], redacted_url(str(args[1])), *args[2:])
+        return True
+
+
+def _redact_httpx_request_lines() -> None:
+    httpx_logger = logging.getLogger("httpx")
+    if not any(isinstance(f, _RedactedRequestLines) for f in httpx_logger.filters):
+        httpx_logger.addFilter(_RedactedRequestLines())
+
+
 def guarded_transport(
     allowed: Iterable[tuple[str, int]] = (), *, resolve: Resolve | None = None
 ) -> httpx.AsyncHTTPTransport:
     """An httpx transport whose connections go through `GuardedBackend(allowed, resolve=resolve)`; certificates
-    are checked as httpx checks them (its default context, `SSL_CERT_FILE` and `SSL_CERT_DIR` included)."""
+    are checked as httpx checks them (its default context, `SSL_CERT_FILE` and `SSL_CERT_DIR` included). httpx's own
+    request log lines show URLs redacted from then on."""
+    _redact_httpx_request_lines()
     transport = httpx.AsyncHTTPTransport()
     # httpx gives no way to choose the network backend of its pool: the transport keeps its request and response
     # mapping, and its pool is replaced by one built the same way around the guard (the test of the guard fails
