@@ -66,15 +66,13 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         for address in addresses:
             problem = destination_problem(address, allow_private=allow)
             if problem is not None:
-                reason = f"{host} resolves to {address}, and {problem}"
-                logger.warning(
-                    "askback webhooks: not connecting to %s port %d: %s; set allow_private = true on the endpoint "
-                    "if it is meant to be reached there",
-                    host,
-                    port,
-                    problem,
+                remedy = (
+                    "a webhook never goes to a cloud metadata service"
+                    if destination_problem(address, allow_private=True) is not None
+                    else "set allow_private = true on the endpoint if it is meant to be reached there"
                 )
-                raise DestinationRefused(reason)
+                logger.warning("askback webhooks: not connecting to %s port %d: %s; %s", host, port, problem, remedy)
+                raise DestinationRefused(f"{host} resolves to {address}, and {problem}")
         failure: httpcore.ConnectError | None = None
         for address in addresses:
             try:
