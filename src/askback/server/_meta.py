@@ -206,6 +206,8 @@ class _Meta:
     ) -> Annotated[CallToolResult, ExecuteToolResult] | InputRequiredResult:
         app = self.app
         tool = self._tool(name)
+        # A required task tool answers here what its direct call answers (the tasks extension decides).
+        app.tasks.refuse_without_extension(tool.name, ctx.request_context)
         try:
             kwargs = tool.arguments(arguments or {})
         except ValidationError as exc:

@@ -168,6 +168,14 @@ class TasksExtension(Extension):
             MethodBinding("tasks/cancel", TaskIdParams, _on_the_wire(self._cancel)),
         )
 
+    def refuse_without_extension(self, tool: str, ctx: ServerRequestContext[Any, Any]) -> None:
+        """The one rule for a task tool run where no task can be made: a `task="required"` tool whose request does not
+        declare the extension is refused with -32021 naming it (SEP-2575), whether it is called directly or through
+        the META exposure's `execute_tool`. Any other tool may run inline."""
+        declared = self.app.task_tools.get(tool)
+        if declared is not None and declared[0] == "required" and not _declares(ctx):
+            require_client_extension(ctx, TASKS_EXTENSION)
+
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
@@ -185,8 +193,7 @@ class TasksExtension(Extension):
             return await call_next(ctx)
         support, asks_first = declared
         if not _declares(ctx):
-            if support == "required":
-                require_client_extension(ctx, TASKS_EXTENSION)
+            self.refuse_without_extension(params.name, ctx)
             return await call_next(ctx)
         if support == "optional" and params.request_state is not None:
             # A retry of an MRTR flow that began without the extension: its answers are in its state, and a new task
