@@ -281,6 +281,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "InvalidStateError",
                 "InvalidTokenError",
                 "IssuerUnavailableError",
+                "LimitReachedError",
                 "ListenError",
                 "MissingCapabilityError",
                 "ProbeError",

@@ -32,7 +32,7 @@ from pydantic import Field, ValidationError
 from askback.core.caller import missing_scopes
 from askback.core.questions import AnswerRejected, Question
 from askback.core.state import FlowState, RecordedAnswer
-from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
+from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
 from askback.server.auth import caller_of
 from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
 from askback.server.tasks._runner import TaskRunner, cancel, lapse
@@ -98,6 +98,14 @@ def _unknown(task_id: str) -> Exception:
         f"Invalid params: there is no task {task_id[:6]}... for this caller (unknown, expired, or another user's). "
         "Call the tool again to start a new task."
     ).to_mcp_error()
+
+
+def _too_many(most: int) -> LimitReachedError:
+    return LimitReachedError(
+        f"Too many tasks: you already hold {most} tasks that have not ended, the most one caller may hold. Wait for "
+        "one to end (tasks/get) or cancel one (tasks/cancel), then call the tool again.",
+        limit=most,
+    )
 
 
 def _principal() -> str | None:
@@ -240,7 +248,8 @@ class TasksExtension(Extension):
             lease_owner=self.runner.owner,
             lease_until=now + settings.task_lease,
         )
-        await insert_task(store, record)
+        if not await insert_task(store, record, most=settings.tasks_per_principal):
+            raise _too_many(settings.tasks_per_principal)
         self.runner.start(record.task_id)
         return {"resultType": "task", **task_view(record)}
 
