@@ -317,6 +317,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "Store",
                 "StoredEvent",
                 "append_event",
+                "hold_lock",
             }
         ),
         frozenset({"alembic", "anyio", "opentelemetry", "sqlalchemy"}),

@@ -47,6 +47,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 Exposure = Literal["direct", "meta"]
 CONNECTION = "demo-mail"
+PENDING_CAP = 3
 META = {"search_tools", "get_tool", "check_readiness", "connect_account", "execute_tool"}
 confirm_reply = Confirm(key="confirm_reply", message="Send this reply?", title="Send it")
 
@@ -130,6 +131,7 @@ async def serve(
         state_keys=secrets.token_urlsafe(32),
         vault_keys=new_key(),
         expose=exposure,
+        pending_accounts_per_principal=PENDING_CAP,
     )
     mail = DemoMail(
         issuer=provider.issuer,
@@ -428,3 +430,22 @@ async def test_a_tool_needing_a_scope_answers_403_insufficient_scope_through_exe
         assert 'error="insufficient_scope"' in reply.headers["WWW-Authenticate"]
         assert reply.json()["scope"] == "deploy"
     assert through_meta.json() == direct.json()
+
+
+async def test_connect_account_past_the_pending_cap_is_a_tool_error_naming_the_limit_and_stores_nothing(
+    servers: dict[Exposure, Served],
+) -> None:
+    served = servers["meta"]
+    for n in range(PENDING_CAP):
+        await meta(served, "connect_account", {"connection": CONNECTION, "label": f"box {n}"}, "kim")
+    got = await call_round(
+        served.mcp, "connect_account", {"connection": CONNECTION, "label": "one more"}, token="demo-kim"
+    )
+    assert got.error is None and isinstance(got.result, CallToolResult), got
+    assert got.result.is_error
+    assert f"you already hold {PENDING_CAP} whose link was never used" in text(got.result)
+    service = await served.setup.service()
+    assert len(await service.accounts_of("kim", CONNECTION)) == PENDING_CAP
+    # A link to an account kim already has is still given, and lee is not affected.
+    await meta(served, "connect_account", {"connection": CONNECTION, "label": "box 0"}, "kim")
+    await meta(served, "connect_account", {"connection": CONNECTION, "label": "box 0"}, "lee")

@@ -104,7 +104,9 @@ _OTHER_BROWSER = (
 class AccountService:
     """Connected accounts for one server: `base_url` is where the hosted pages are reached (scheme, host, port),
     `prefix` the path they are mounted under. A link can be opened for `link_ttl` seconds; once it is opened, the
-    person has `provider_visit_ttl` seconds to sign in at the provider (or enter the key) and come back."""
+    person has `provider_visit_ttl` seconds to sign in at the provider (or enter the key) and come back. A principal
+    holds at most `pending_per_principal` accounts whose link was never used to connect (none: no cap); a link for
+    one more is refused with `LimitReachedError`."""
 
     def __init__(
         self,
@@ -118,6 +120,7 @@ class AccountService:
         prefix: str = "/accounts",
         link_ttl: float = 600.0,
         provider_visit_ttl: float = 1800.0,
+        pending_per_principal: int | None = None,
     ) -> None:
         self.accounts = accounts
         self.vault = vault
@@ -128,6 +131,7 @@ class AccountService:
         self.prefix = "/" + prefix.strip("/")
         self.link_ttl = link_ttl
         self.provider_visit_ttl = provider_visit_ttl
+        self.pending_per_principal = pending_per_principal
 
     # -- URLs --
 
@@ -153,7 +157,13 @@ class AccountService:
         self._known(connection)
         checked_label(label)
         _, token = await self.accounts.begin_connect(
-            principal, connection, label=label, flow_id=flow_id, now=self.clock.now(), ttl=self.link_ttl
+            principal,
+            connection,
+            label=label,
+            flow_id=flow_id,
+            now=self.clock.now(),
+            ttl=self.link_ttl,
+            most_pending=self.pending_per_principal,
         )
         return self.start_url(token)
 

@@ -5,19 +5,18 @@ what it becomes, and writes that. Every instance sees the same tasks; what must 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, text, update
+from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 
 from askback.core.caller import split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
-from askback.store import Store
+from askback.store import Store, hold_lock
 from askback.store._models import TaskRow
 
 __all__ = ["TaskRecord", "cancelled", "change", "insert_task", "prune", "read_task"]
@@ -36,7 +35,6 @@ _LIVE = (
         _t.expires_at >= bindparam("b_now"),
     )
 )
-_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 _READ = select(_TASKS).where(_t.task_id == bindparam("b_task_id"))
 _READ_LOCKED = _READ.with_for_update()
 _PRUNE = delete(_TASKS).where(_t.expires_at < bindparam("b_now"))
@@ -161,11 +159,9 @@ async def insert_task(store: Store, record: TaskRecord, *, most: int) -> bool:
     under a lock of the principal (SQLite's write lock; on PostgreSQL an advisory lock keyed by the principal), so
     two instances creating tasks for one principal at once cannot both pass the cap."""
     row = _row(record)
-    key = int.from_bytes(hashlib.sha256(f"askback.tasks:{record.principal}".encode()).digest()[:8], "big", signed=True)
 
     def write(conn: Any) -> bool:
-        if conn.dialect.name == "postgresql":
-            conn.execute(_LOCK, {"key": key})
+        hold_lock(conn, f"tasks of {record.principal!r}")
         held = conn.execute(_LIVE, {"b_principal": record.principal, "b_now": record.created_at}).scalar_one()
         if held >= most:
             return False
