@@ -193,10 +193,21 @@ class ProviderError(AskbackError):
 
 
 class StoreUnavailableError(AskbackError):
-    """The database behind flows, effects and audit could not be reached. Nothing was done; retry the call."""
+    """The database behind flows, effects and audit could not be reached. Nothing was done; retry the call. The
+    message may name the database (its URL, password hidden) and the driver's words, for the logs and the command
+    line; a client is sent `public` (`to_mcp_error`), which names neither."""
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or "The database is unavailable. Nothing was done twice; retry the same request later."
 
     def wire_data(self) -> dict[str, Any]:
         return {"retryable": True}
+
+    def to_mcp_error(self) -> MCPError:
+        from mcp.shared.exceptions import MCPError
+
+        return MCPError(code=self.code, message=self.public, data=self.wire_data())
 
 
 class EffectInProgressError(AskbackError):
