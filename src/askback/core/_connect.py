@@ -17,7 +17,7 @@ from mcp_types import ClientCapabilities, ElicitResult
 
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.capabilities import declares
-from askback.core.questions import Choice, Link, connect_key
+from askback.core.questions import Choice, Link, connect_key, connect_meta
 from askback.core.text import name_problem
 from askback.errors import DefinitionError, MissingCapabilityError, ToolError
 
@@ -208,5 +208,7 @@ async def connect(
         else f"Connect your {connection} account to continue: open the link, sign in, then come back."
     )
     question = Link(key=key, message=text)
-    record.schedule(question, question.render(message=text, url=url))
+    # The link says which account it connects, so that an agent resumes on that account's event and no other's.
+    params = {**question.render(message=text, url=url), "_meta": connect_meta(connection, label or "")}
+    record.schedule(question, params)
     raise NeedInput

@@ -30,6 +30,7 @@ from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
 __all__ = [
+    "ACCOUNT_META",
     "Argument",
     "Choice",
     "Confirm",
@@ -39,6 +40,7 @@ __all__ = [
     "Link",
     "Question",
     "connect_key",
+    "connect_meta",
     "is_loopback",
 ]
 
@@ -384,6 +386,17 @@ def connect_key(connection: str) -> str:
     """The key of the link `flow.connect` asks to connect `connection`. The agent runtime resumes a call parked on
     this key when the account becomes ACTIVE, so both build it here."""
     return "connect." + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)[:50]
+
+
+ACCOUNT_META = "askback/account"
+"""The `_meta` entry of the link `flow.connect` asks: which account it connects, `{"connection": ..., "label": ...}`
+(the label `""` for the default account, as account events spell it). The key alone cannot say it: it is shortened,
+and carries no label."""
+
+
+def connect_meta(connection: str, label: str) -> dict[str, Any]:
+    """The `_meta` of the link that connects `connection`'s account `label` (`""`: the default one)."""
+    return {ACCOUNT_META: {"connection": connection, "label": label}}
 
 
 def is_loopback(host: str | None) -> bool:

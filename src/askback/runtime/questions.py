@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import ada_url
 
-from askback.core.questions import is_loopback
+from askback.core.questions import ACCOUNT_META, connect_key, is_loopback
 from askback.errors import UnsafeLinkError
 from askback.runtime.forms import problem_text, schema_problems
 
@@ -38,7 +38,9 @@ __all__ = [
     "ParkedQuestion",
     "Ready",
     "Waiting",
+    "account_question",
     "check_link",
+    "look_decision",
     "pending_questions",
     "resume_decision",
     "safe_link",
@@ -235,6 +237,37 @@ def resume_decision(
         responses = {q.key: answers.get(q.key, Answer("cancel")) for q in questions}
         return Ready(responses, cancelled=missing)
     return Waiting(missing)
+
+
+def look_decision(
+    questions: tuple[ParkedQuestion, ...], answers: Mapping[str, Answer], *, open_key: str
+) -> Waiting | Ready:
+    """A round sent back to look whether an account is connected now: every question but `open_key` answered, and
+    `open_key` sent with no answer, so that the server reads the account's real status and goes on, or asks again.
+    An `accept` would say that the person finished, which an event about the account cannot know."""
+    missing = tuple(q.key for q in questions if q.key != open_key and q.key not in answers)
+    if missing:
+        return Waiting(missing)
+    return Ready({q.key: answers[q.key] for q in questions if q.key != open_key})
+
+
+def account_question(questions: tuple[ParkedQuestion, ...], *, connection: str, label: str) -> ParkedQuestion | None:
+    """The URL question of a round that waits for exactly `connection`'s account `label` (`""`: the default one),
+    as askback's servers ask it: under `connect_key(connection)`, its `_meta` naming the connection and the label.
+    A question without that `_meta` (asked by an older server, or parked before it was sent) waits for the default
+    account only; one whose `_meta` names it otherwise waits for none."""
+    key = connect_key(connection)
+    for question in questions:
+        if question.mode != "url" or question.key != key:
+            continue
+        meta = question.params.get("_meta")
+        named = meta.get(ACCOUNT_META) if isinstance(meta, Mapping) else None
+        if named is None:
+            if label == "":
+                return question
+        elif isinstance(named, Mapping) and (named.get("connection"), named.get("label")) == (connection, label):
+            return question
+    return None
 
 
 @dataclass(frozen=True)
