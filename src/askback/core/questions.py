@@ -30,7 +30,6 @@ from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
 __all__ = [
-    "ACCOUNT_META",
     "Argument",
     "Choice",
     "Confirm",
@@ -40,7 +39,6 @@ __all__ = [
     "Link",
     "Question",
     "connect_key",
-    "connect_meta",
     "is_loopback",
 ]
 
@@ -382,21 +380,20 @@ class Choice(_FormBase[Any]):
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
-def connect_key(connection: str) -> str:
-    """The key of the link `flow.connect` asks to connect `connection`. The agent runtime resumes a call parked on
-    this key when the account becomes ACTIVE, so both build it here."""
-    return "connect." + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)[:50]
+_PLAIN_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
 
-ACCOUNT_META = "askback/account"
-"""The `_meta` entry of the link `flow.connect` asks: which account it connects, `{"connection": ..., "label": ...}`
-(the label `""` for the default account, as account events spell it). The key alone cannot say it: it is shortened,
-and carries no label."""
-
-
-def connect_meta(connection: str, label: str) -> dict[str, Any]:
-    """The `_meta` of the link that connects `connection`'s account `label` (`""`: the default one)."""
-    return {ACCOUNT_META: {"connection": connection, "label": label}}
+def connect_key(connection: str, label: str = "") -> str:
+    """The key of the link `flow.connect` asks to connect `connection`'s account `label` (`""`: the default one, as
+    account events spell it): `connect.<connection>` for the default account; `connect.<connection>.<label>` for a
+    short plain label (letters, digits, `_` and `-`, up to 24), `connect.<connection>.-<digest>` for any other.
+    One key per account, so that the agent runtime, which builds the same key from an account event, resumes only the
+    calls waiting for exactly that account. (The key carries it because a link's `_meta` does not reach the client.)"""
+    base = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)
+    if not label:
+        return "connect." + base[:50]
+    plain = _PLAIN_LABEL.fullmatch(label) is not None
+    return f"connect.{base[:30]}." + (label if plain else "-" + hashlib.sha256(label.encode()).hexdigest()[:16])
 
 
 def is_loopback(host: str | None) -> bool:

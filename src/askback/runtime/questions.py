@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import ada_url
 
-from askback.core.questions import ACCOUNT_META, connect_key, is_loopback
+from askback.core.questions import connect_key, is_loopback
 from askback.errors import UnsafeLinkError
 from askback.runtime.forms import problem_text, schema_problems
 
@@ -252,22 +252,11 @@ def look_decision(
 
 
 def account_question(questions: tuple[ParkedQuestion, ...], *, connection: str, label: str) -> ParkedQuestion | None:
-    """The URL question of a round that waits for exactly `connection`'s account `label` (`""`: the default one),
-    as askback's servers ask it: under `connect_key(connection)`, its `_meta` naming the connection and the label.
-    A question without that `_meta` (asked by an older server, or parked before it was sent) waits for the default
-    account only; one whose `_meta` names it otherwise waits for none."""
-    key = connect_key(connection)
-    for question in questions:
-        if question.mode != "url" or question.key != key:
-            continue
-        meta = question.params.get("_meta")
-        named = meta.get(ACCOUNT_META) if isinstance(meta, Mapping) else None
-        if named is None:
-            if label == "":
-                return question
-        elif isinstance(named, Mapping) and (named.get("connection"), named.get("label")) == (connection, label):
-            return question
-    return None
+    """The URL question of a round that waits for exactly `connection`'s account `label` (`""`: the default one), as
+    askback's servers ask it: under `connect_key(connection, label)`. A call parked before labelled links had keys of
+    their own waits under the default account's key, and so for the default account only."""
+    key = connect_key(connection, label)
+    return next((q for q in questions if q.mode == "url" and q.key == key), None)
 
 
 @dataclass(frozen=True)
