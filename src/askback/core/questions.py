@@ -391,9 +391,11 @@ def connect_key(connection: str, label: str = "") -> str:
     calls waiting for exactly that account. (The key carries it because a link's `_meta` does not reach the client.)"""
     base = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)
     if not label:
-        return "connect." + base[:50]
-    plain = _PLAIN_LABEL.fullmatch(label) is not None
-    return f"connect.{base[:30]}." + (label if plain else "-" + hashlib.sha256(label.encode()).hexdigest()[:16])
+        named = base[:50]
+    else:
+        plain = _PLAIN_LABEL.fullmatch(label) is not None
+        named = base[:30] + "." + (label if plain else "-" + hashlib.sha256(label.encode()).hexdigest()[:16])
+    return "connect." + named
 
 
 def is_loopback(host: str | None) -> bool:

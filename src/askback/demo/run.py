@@ -356,12 +356,9 @@ def _runtime_options(user: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def serving_receiver(
-    database: str, *, user: str, server: str, secret: str
-) -> Iterator[tuple[str, queue.Queue[Landed]]]:
-    """The demo's agent runtime on `database` (for `user`) taking the signed webhooks of `server` (its /mcp URL), in
-    a thread of this process, until the block ends: yields the receiver's URL and the queue each `Landed` webhook is
-    put on."""
+def serving_receiver(database: str, *, user: str, port: int, secret: str) -> Iterator[tuple[str, queue.Queue[Landed]]]:
+    """The demo's agent runtime on `database` (for `user`), in a thread, taking the signed webhooks of the demo server
+    on `port` until the block ends: yields the receiver's URL and the queue each `Landed` webhook is put on."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
@@ -375,7 +372,7 @@ def serving_receiver(
     async def serve() -> None:
         try:
             async with await Runtime.open(database, **_runtime_options(user)) as runtime:
-                watched.app = webhook_receiver(runtime, servers={server: [secret]})
+                watched.app = webhook_receiver(runtime, servers={f"http://127.0.0.1:{port}/mcp": [secret]})
                 opened.set()
                 await serving_it.serve(sockets=[sock])
         except AskbackError as exc:
@@ -472,13 +469,10 @@ def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Lande
 def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> int:
     prepare_database(database)
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-    port = port or free_port()
+    port = port or free_port()  # the receiver takes the events of the demo server there, and of no other
     with (
         tempfile.TemporaryDirectory(prefix="askback-demo-") as folder,
-        serving_receiver(database, user="carol", server=f"http://127.0.0.1:{port}/mcp", secret=secret) as (
-            receiver,
-            landed,
-        ),
+        serving_receiver(database, user="carol", port=port, secret=secret) as (receiver, landed),
     ):
         env = {"ASKBACK_WEBHOOKS": str(webhooks_file(Path(folder), receiver)), WEBHOOK_SECRET_ENV: secret, **EXPOSE}
         with demo_servers(workers=workers, port=port, database=database, env=env) as url:
