@@ -73,7 +73,7 @@ __all__ = [
 log = logging.getLogger("askback.runtime.webhooks")
 
 RECEIVER_PATH = "/webhooks/askback"
-"""Where `askback inbox serve --webhook-secret-env VAR` serves the receiver."""
+"""Where `askback inbox serve --webhook-secret-env URL=VAR` serves the receiver."""
 
 RESUMING_EVENTS = frozenset({"account.connected", "account.recovered"})
 """The event types on which a call parked on connecting that account is resumed."""
