@@ -19,15 +19,16 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver.server import require_client_extension
-from mcp_types import CallToolRequestParams, ElicitResult, RequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, ElicitResult, InputResponse, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from askback.core.caller import missing_scopes
 from askback.core.questions import AnswerRejected, Question
@@ -35,7 +36,7 @@ from askback.core.state import FlowState, RecordedAnswer
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
 from askback.server.auth import caller_of
 from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
-from askback.server.tasks._runner import TaskRunner, cancel, lapse
+from askback.server.tasks._runner import TaskRunner, cancel, lapse, task_config
 from askback.server.tasks.status import TERMINAL, TaskStatus
 from askback.store import Store
 
@@ -46,6 +47,10 @@ __all__ = ["TASKS_EXTENSION", "TasksExtension", "iso_time", "new_task_id", "task
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 _PRUNE_EVERY = 60.0
+_NOT_CANCELLED = (
+    "Not cancelled: the task had already started its work (an effect), so it runs on and ends with its result. "
+    "Read it with tasks/get."
+)
 
 
 class TaskIdParams(RequestParams):
@@ -54,6 +59,27 @@ class TaskIdParams(RequestParams):
 
 class TaskUpdateParams(TaskIdParams):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+# What the SDK answers an MRTR `tools/call` whose `inputResponses` do not validate.
+_NOT_AN_ANSWER = MCPError(code=INVALID_PARAMS, message="Invalid request parameters", data="")
+_ANSWER: TypeAdapter[Any] = TypeAdapter(cast(Any, InputResponse))
+
+
+def _answers(given: Mapping[str, Any], outstanding: Mapping[str, Any]) -> dict[str, Any]:
+    """The answers `given` to the keys the task waits on, as JSON, each validated as the SDK validates an MRTR
+    call's `inputResponses` (-32602, the same error, when one is not an answer: the task stays as it was). Answers
+    to other keys are ignored, whatever they hold."""
+    answers: dict[str, Any] = {}
+    for wire, raw in given.items():
+        if wire not in outstanding:
+            continue
+        try:
+            answer = _ANSWER.validate_python(raw)
+        except ValidationError:
+            raise _NOT_AN_ANSWER from None
+        answers[wire] = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return answers
 
 
 def new_task_id() -> str:
@@ -158,7 +184,7 @@ class TasksExtension(Extension):
 
     def __init__(self, app: Askback) -> None:
         self.app = app
-        self.runner = TaskRunner(app)
+        self.runner = TaskRunner(lambda: task_config(app))
         self._pruned_at = float("-inf")
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -298,7 +324,7 @@ class TasksExtension(Extension):
         store = await self.app.store()
         now = self.app.clock.now()
         owner, lease = self.runner.owner, self.app.settings.task_lease
-        given = params.input_responses
+        given = _answers(params.input_responses, record.outstanding)
         late = self.runner.past_deadline(record, now)
 
         def answer(r: TaskRecord) -> TaskRecord | None:
@@ -331,12 +357,18 @@ class TasksExtension(Extension):
         return {}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
+        """The acknowledgement carries the task as the cancel left it (as the SDK's own tasks receiver answers):
+        `cancelled`, or still `working` with a message when it had started an effect, or how it had ended."""
         record = await self._mine(params.task_id)
         if record.status in TERMINAL:
-            return {}
+            return task_view(record)
         store = await self.app.store()
         now = self.app.clock.now()
-
-        await cancel(store, record.task_id, now=now, instance=self.runner.owner)
-        self.runner.stop(record.task_id)
-        return {}
+        before, after = await cancel(store, record.task_id, now=now, instance=self.runner.owner)
+        if after is not None:
+            self.runner.stop(record.task_id)
+            return task_view(after)
+        found = before or record
+        if found.status in TERMINAL:
+            return task_view(found)
+        return {**task_view(found), "statusMessage": _NOT_CANCELLED}
