@@ -61,8 +61,6 @@ class TaskUpdateParams(TaskIdParams):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
 
 
-# What the SDK answers an MRTR `tools/call` whose `inputResponses` do not validate.
-_NOT_AN_ANSWER = MCPError(code=INVALID_PARAMS, message="Invalid request parameters", data="")
 _ANSWER: TypeAdapter[Any] = TypeAdapter(cast(Any, InputResponse))
 
 
@@ -77,7 +75,8 @@ def _answers(given: Mapping[str, Any], outstanding: Mapping[str, Any]) -> dict[s
         try:
             answer = _ANSWER.validate_python(raw)
         except ValidationError:
-            raise _NOT_AN_ANSWER from None
+            # What the SDK answers an MRTR `tools/call` whose `inputResponses` do not validate.
+            raise MCPError(code=INVALID_PARAMS, message="Invalid request parameters", data="") from None
         answers[wire] = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
     return answers
 
@@ -357,7 +356,7 @@ class TasksExtension(Extension):
         return {}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
-        """The acknowledgement carries the task as the cancel left it (as the SDK's own tasks receiver answers):
+        """The acknowledgement carries the task as the cancel left it, as the TypeScript tasks receiver's does:
         `cancelled`, or still `working` with a message when it had started an effect, or how it had ended."""
         record = await self._mine(params.task_id)
         if record.status in TERMINAL:

@@ -201,12 +201,17 @@ def ended_by(tool: str, outcome: plan.Outcome) -> RunEnd | None:
         asked = result.model_dump(by_alias=True, exclude_none=True, mode="json")["inputRequests"]
         return RunEnd(asked=asked, next_state=outcome.next_state)
     error = outcome.error
-    if isinstance(error, EffectInProgressError | StoreUnavailableError | Abandoned | asyncio.CancelledError):
+    if _retried(error) or isinstance(error, Abandoned | asyncio.CancelledError):
         return None
     answer = failure(tool, error)
     if isinstance(answer, MCPError):
         return RunEnd(error=_error(answer))
     return RunEnd(result=wire_result(answer))
+
+
+def _retried(error: BaseException) -> bool:
+    """Whether a run that raised `error` is tried again (the task stays `working` until its lease runs out)."""
+    return isinstance(error, EffectInProgressError | StoreUnavailableError)
 
 
 async def cancel(
@@ -230,12 +235,15 @@ class TaskRunner:
     `config`: the app's `TaskConfig`, asked for when a task first needs it (the app builds it once)."""
 
     def __init__(self, config: Callable[[], TaskConfig]) -> None:
-        self._config = config
+        self._make_config = config
+        self._config: TaskConfig | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
 
     @property
     def config(self) -> TaskConfig:
-        return self._config()
+        if self._config is None:
+            self._config = self._make_config()
+        return self._config
 
     @property
     def owner(self) -> str:
@@ -300,7 +308,7 @@ class TaskRunner:
             run = await self._run_holding_lease(record)
             ended = None if run is None else ended_by(record.tool, run.outcome)
             if run is None or ended is None:
-                if run is not None and isinstance(run.outcome, plan.Raise):
+                if run is not None and isinstance(run.outcome, plan.Raise) and _retried(run.outcome.error):
                     logger.warning("askback: the run of task %s... stopped for now; it is retried", task_id[:6])
                 return
             now = rounds.clock.now()
