@@ -43,14 +43,17 @@ from askback.store import Store
 if TYPE_CHECKING:
     from askback.server.app import Askback
 
-__all__ = ["TASKS_EXTENSION", "TasksExtension", "iso_time", "new_task_id", "task_view"]
+__all__ = ["CANCEL_META", "TASKS_EXTENSION", "TasksExtension", "iso_time", "new_task_id", "task_view"]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 _PRUNE_EVERY = 60.0
+# Where a `tasks/cancel` acknowledgement says what the cancel did (SEP-2663 keeps the task's fields out of it).
+CANCEL_META = "askback/cancel"
 _NOT_CANCELLED = (
     "Not cancelled: the task had already started its work (an effect), so it runs on and ends with its result. "
     "Read it with tasks/get."
 )
+_ENDED = "Not cancelled: the task had ended already. Read how with tasks/get."
 
 
 class TaskIdParams(RequestParams):
@@ -356,18 +359,23 @@ class TasksExtension(Extension):
         return {}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
-        """The acknowledgement carries the task as the cancel left it, as the TypeScript tasks receiver's does:
-        `cancelled`, or still `working` with a message when it had started an effect, or how it had ended."""
+        """The empty acknowledgement SEP-2663 asks for, telling in its `_meta` (`askback/cancel`) what the cancel
+        did: the task's status after it, and a message when it had ended already or had started an effect."""
         record = await self._mine(params.task_id)
         if record.status in TERMINAL:
-            return task_view(record)
+            return _cancel_ack(record, _ENDED)
         store = await self.app.store()
         now = self.app.clock.now()
         before, after = await cancel(store, record.task_id, now=now, instance=self.runner.owner)
         if after is not None:
             self.runner.stop(record.task_id)
-            return task_view(after)
+            return _cancel_ack(after, None)
         found = before or record
-        if found.status in TERMINAL:
-            return task_view(found)
-        return {**task_view(found), "statusMessage": _NOT_CANCELLED}
+        return _cancel_ack(found, _ENDED if found.status in TERMINAL else _NOT_CANCELLED)
+
+
+def _cancel_ack(record: TaskRecord, message: str | None) -> HandlerResult:
+    told: dict[str, Any] = {"status": str(record.status)}
+    if message is not None:
+        told["message"] = message
+    return {"_meta": {CANCEL_META: told}}
