@@ -41,7 +41,7 @@ def webhooks_file(tmp_path: Path, receiver: str) -> Path:
     path = tmp_path / "webhooks.toml"
     path.write_text(
         f'[[endpoint]]\nurl = "{receiver}"\nevents = ["account.connected", "account.recovered"]\n'
-        f'secret_env = "{SECRET_ENV}"\n',
+        f'secret_env = "{SECRET_ENV}"\nallow_private = true\n',
         encoding="utf-8",
     )
     return path

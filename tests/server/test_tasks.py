@@ -177,6 +177,19 @@ async def test_without_the_extension_a_required_task_is_refused_and_an_optional_
     assert (await call(http, url, "greet", {"name": "W"}))["result"]["content"][0]["text"] == "Hello, W!"
 
 
+async def test_a_required_task_tool_through_execute_tool_without_the_extension_answers_what_its_direct_call_does(
+    http: httpx.AsyncClient, db_url: str
+) -> None:
+    async with serving_tasks(db_url, expose="both") as both:
+        direct = await call(http, both, "required_job", {}, tasks=False)
+        through_meta = await call(http, both, "execute_tool", {"name": "required_job"}, tasks=False)
+        assert direct["error"]["code"] == -32021, direct
+        assert through_meta["error"] == direct["error"]
+        # A tool that needs no task still runs through execute_tool without the extension.
+        greeted = await call(http, both, "execute_tool", {"name": "greet", "arguments": {"name": "W"}}, tasks=False)
+        assert greeted["result"]["structuredContent"] == {"result": "Hello, W!"}
+
+
 async def test_an_mrtr_flow_begun_without_the_extension_stays_mrtr_when_its_retry_declares_it(
     http: httpx.AsyncClient, url: str, tmp_path: Path
 ) -> None:

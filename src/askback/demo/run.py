@@ -397,11 +397,12 @@ def serving_receiver(database: str, *, user: str, secret: str) -> Iterator[tuple
 
 def webhooks_file(folder: Path, receiver: str) -> Path:
     """The demo server's `ASKBACK_WEBHOOKS` file: one endpoint, the demo's receiver, sent the events on which a
-    call waiting on an account resumes, signed with the secret in `WEBHOOK_SECRET_ENV`."""
+    call waiting on an account resumes, signed with the secret in `WEBHOOK_SECRET_ENV`, and allowed on loopback."""
     path = folder / "webhooks.toml"
     events = ", ".join(f'"{e}"' for e in sorted(RESUMING_EVENTS))
     path.write_text(
-        f'[[endpoint]]\nurl = "{receiver}"\nevents = [{events}]\nsecret_env = "{WEBHOOK_SECRET_ENV}"\n',
+        f'[[endpoint]]\nurl = "{receiver}"\nevents = [{events}]\nsecret_env = "{WEBHOOK_SECRET_ENV}"\n'
+        "allow_private = true\n",  # the receiver is on this machine
         encoding="utf-8",
     )
     return path

@@ -33,7 +33,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from askback.core.caller import missing_scopes
 from askback.core.questions import AnswerRejected, Question
 from askback.core.state import FlowState, RecordedAnswer
-from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
+from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
 from askback.server.auth import caller_of
 from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
 from askback.server.tasks._runner import TaskRunner, cancel, lapse, task_config
@@ -128,6 +128,14 @@ def _unknown(task_id: str) -> Exception:
     ).to_mcp_error()
 
 
+def _too_many(most: int) -> LimitReachedError:
+    return LimitReachedError(
+        f"Too many tasks: you already hold {most} tasks that have not ended, the most one caller may hold. Wait for "
+        "one to end (tasks/get) or cancel one (tasks/cancel), then call the tool again.",
+        limit=most,
+    )
+
+
 def _principal() -> str | None:
     caller = caller_of(get_access_token())
     return caller.principal if caller is not None else None
@@ -196,6 +204,14 @@ class TasksExtension(Extension):
             MethodBinding("tasks/cancel", TaskIdParams, _on_the_wire(self._cancel)),
         )
 
+    def refuse_without_extension(self, tool: str, ctx: ServerRequestContext[Any, Any]) -> None:
+        """The one rule for a task tool run where no task can be made: a `task="required"` tool whose request does not
+        declare the extension is refused with -32021 naming it (SEP-2575), whether it is called directly or through
+        the META exposure's `execute_tool`. Any other tool may run inline."""
+        declared = self.app.task_tools.get(tool)
+        if declared is not None and declared[0] == "required" and not _declares(ctx):
+            require_client_extension(ctx, TASKS_EXTENSION)
+
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
@@ -213,8 +229,7 @@ class TasksExtension(Extension):
             return await call_next(ctx)
         support, asks_first = declared
         if not _declares(ctx):
-            if support == "required":
-                require_client_extension(ctx, TASKS_EXTENSION)
+            self.refuse_without_extension(params.name, ctx)
             return await call_next(ctx)
         if support == "optional" and params.request_state is not None:
             # A retry of an MRTR flow that began without the extension: its answers are in its state, and a new task
@@ -261,7 +276,8 @@ class TasksExtension(Extension):
             lease_owner=self.runner.owner,
             lease_until=now + settings.task_lease,
         )
-        await insert_task(store, record)
+        if not await insert_task(store, record, most=settings.tasks_per_principal):
+            raise _too_many(settings.tasks_per_principal)
         self.runner.start(record.task_id)
         return {"resultType": "task", **task_view(record)}
 

@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 
 from askback.core.caller import split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
-from askback.store import EffectClaim, Store
+from askback.store import EffectClaim, Store, hold_lock
 from askback.store._models import TaskRow
 from askback.store.ledger import EFFECTS, flow_effects
 
@@ -29,6 +29,16 @@ _TASKS = cast(Table, TaskRow.__table__)
 _t = _TASKS.c
 
 _INSERT = insert(_TASKS)
+# The tasks of one principal (anonymous callers together) that have neither ended nor expired.
+_LIVE = (
+    select(func.count())
+    .select_from(_TASKS)
+    .where(
+        _t.principal.is_not_distinct_from(bindparam("b_principal")),
+        or_(*(_t.status == str(s) for s in TaskStatus if s not in TERMINAL)),
+        _t.expires_at >= bindparam("b_now"),
+    )
+)
 _READ = select(_TASKS).where(_t.task_id == bindparam("b_task_id"))
 _READ_LOCKED = _READ.with_for_update()
 _PRUNE = delete(_TASKS).where(_t.expires_at < bindparam("b_now"))
@@ -148,10 +158,23 @@ def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-async def insert_task(store: Store, record: TaskRecord) -> None:
-    """Write a new task; committed when this returns."""
+async def insert_task(store: Store, record: TaskRecord, *, most: int) -> bool:
+    """Write a new task, committed when this returns, unless its principal already holds `most` tasks that have
+    neither ended nor expired: then `False`, and nothing is written. The count and the insert are one transaction
+    under a lock of the principal (SQLite's write lock; on PostgreSQL an advisory lock keyed by the principal), so
+    two instances creating tasks for one principal at once cannot both pass the cap."""
     row = _row(record)
-    await store.transaction(lambda conn: conn.execute(_INSERT, row), doing="create a task")
+
+    def write(conn: Any) -> bool:
+        hold_lock(conn, f"tasks of {record.principal!r}")
+        held = conn.execute(_LIVE, {"b_principal": record.principal, "b_now": record.created_at}).scalar_one()
+        if held >= most:
+            return False
+        conn.execute(_INSERT, row)
+        return True
+
+    written: bool = await store.transaction(write, doing="create a task", immediate=True)
+    return written
 
 
 async def read_task(store: Store, task_id: str, *, now: float) -> TaskRecord | None:
