@@ -118,6 +118,7 @@ async def test_cancelling_a_waiting_task_ends_it_and_a_later_answer_does_not_rev
     key = next(iter((await until_status(http, url, task_id, "input_required"))["inputRequests"]))
     ack = await rpc(http, url, "tasks/cancel", {"taskId": task_id})
     assert ack["result"]["resultType"] == "complete" and "status" not in ack["result"]
+    assert ack["result"]["_meta"]["askback/cancel"] == {"status": "cancelled"}
     cancelled = (await get(http, url, task_id))["result"]
     assert cancelled["status"] == "cancelled" and "inputRequests" not in cancelled
     late = await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok=True)}})

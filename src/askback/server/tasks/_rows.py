@@ -16,10 +16,14 @@ from askback.core.caller import split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
-from askback.store import Store, hold_lock
+from askback.store import EffectClaim, Store, hold_lock
 from askback.store._models import TaskRow
+from askback.store.ledger import EFFECTS, flow_effects
 
-__all__ = ["TaskRecord", "cancelled", "change", "insert_task", "prune", "read_task"]
+__all__ = ["TaskRecord", "cancel", "cancelled", "change", "claim_effect", "insert_task", "prune", "read_task"]
+
+# How often an effect's claim is tried again when the row it collided with vanished (released) before it was read.
+_RACE_ATTEMPTS = 5
 
 _TASKS = cast(Table, TaskRow.__table__)
 _t = _TASKS.c
@@ -80,10 +84,11 @@ class TaskRecord:
         return dataclasses.replace(self, **changes)
 
 
-def cancelled(record: TaskRecord, now: float) -> TaskRecord | None:
+def cancelled(record: TaskRecord, now: float, *, started: bool = False) -> TaskRecord | None:
     """What a cancel (`tasks/cancel`, `askback tasks cancel`) makes of the task: `cancelled`, with nothing outstanding
-    and no lease; a task that has ended stays as it is (`None`)."""
-    if record.status in TERMINAL:
+    and no lease. A task that has ended stays as it is (`None`), and so does one that `started` an effect: once an
+    effect is claimed, the task runs on to its result, so that "cancelled" always means no effect ran."""
+    if record.status in TERMINAL or started:
         return None
     return record.moved(
         status=TaskStatus.CANCELLED,
@@ -190,13 +195,27 @@ async def change(
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
     """In one transaction: read the task, let `decide` say what it becomes (`None`: nothing changes) and write that.
     Returns (the task as it was read, the task as written or `None`); an expired task reads as `None`."""
+    return await _change(store, task_id, lambda _conn, record: decide(record), now=now)
 
+
+async def cancel(store: Store, task_id: str, *, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
+    """The row change of a cancel (`cancelled`), told in the same transaction whether the task has claimed any
+    effect (`claim_effect` takes the same lock first): (the task as it was read, the task cancelled or `None`)."""
+
+    def decide(conn: Any, record: TaskRecord) -> TaskRecord | None:
+        return cancelled(record, now, started=bool(flow_effects(conn, record.flow.flow_id)))
+
+    return await _change(store, task_id, decide, now=now)
+
+
+async def _change(
+    store: Store, task_id: str, decide: Callable[[Any, TaskRecord], TaskRecord | None], *, now: float
+) -> tuple[TaskRecord | None, TaskRecord | None]:
     def run(conn: Any) -> tuple[TaskRecord | None, TaskRecord | None]:
-        row = conn.execute(_READ_LOCKED, {"b_task_id": task_id}).first()
-        if row is None or row.expires_at < now:
+        before = _locked(conn, task_id, now)
+        if before is None:
             return None, None
-        before = _record(row)
-        after = decide(before)
+        after = decide(conn, before)
         if after is None or after == before:
             return before, None
         values = _row(after)
@@ -205,3 +224,35 @@ async def change(
         return before, after
 
     return await store.transaction(run, doing="change a task", immediate=True)
+
+
+async def claim_effect(
+    store: Store, task_id: str, *, owner: str, flow_id: str, name: str, at: float, lease: float | None
+) -> EffectClaim | None:
+    """Claim effect `name` of the task's flow (as `Store.claim_effect` does) in one transaction with the task's row,
+    only while the task is still `working` under `owner`'s lease: `None` when it is not (cancelled, ended, or taken
+    over), and then nothing is claimed. A cancel takes the same lock, so it either comes first and the effect never
+    starts, or finds the effect claimed."""
+
+    def run(conn: Any) -> EffectClaim | bool | None:
+        record = _locked(conn, task_id, at)
+        if record is None or record.status != TaskStatus.WORKING or record.lease_owner != owner:
+            return False
+        return EFFECTS.try_claim(conn, flow_id, name, instance=owner, at=at, lease=lease)
+
+    for _ in range(_RACE_ATTEMPTS):
+        found = await store.transaction(run, doing=f"claim the effect {name!r} of a task", immediate=True)
+        if found is False:
+            return None
+        if isinstance(found, EffectClaim):
+            return found
+    # Each time the claim collided with another attempt that released it before it could be read: it is busy.
+    return EffectClaim("running")
+
+
+def _locked(conn: Any, task_id: str, now: float) -> TaskRecord | None:
+    """The task, its row locked until the transaction ends (on SQLite, the transaction holds the write lock)."""
+    row = conn.execute(_READ_LOCKED, {"b_task_id": task_id}).first()
+    if row is None or row.expires_at < now:
+        return None
+    return _record(row)
