@@ -281,6 +281,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "InvalidStateError",
                 "InvalidTokenError",
                 "IssuerUnavailableError",
+                "LimitReachedError",
                 "ListenError",
                 "MissingCapabilityError",
                 "ProbeError",
@@ -316,6 +317,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "Store",
                 "StoredEvent",
                 "append_event",
+                "hold_lock",
             }
         ),
         frozenset({"alembic", "anyio", "opentelemetry", "sqlalchemy"}),

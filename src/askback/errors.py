@@ -24,6 +24,9 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
     ├── InvalidParamsError          -32602: the request's arguments carry what no tool may take (HTTP 400)
+    ├── LimitReachedError           -32602: the caller already holds as many of something as a setting allows
+    │                               (live tasks, pending accounts): nothing was made; a tool error where the
+    │                               model should read it (HTTP 429)
     ├── CallError                   the agent runtime: a call cannot go on (exit 5)
     │   ├── UnknownCallError            no parked call with that id (exit 4)
     │   ├── CallStateError              the call is not waiting on that round (answered, resumed, finished)
@@ -84,6 +87,7 @@ __all__ = [
     "InvalidStateError",
     "InvalidTokenError",
     "IssuerUnavailableError",
+    "LimitReachedError",
     "ListenError",
     "MissingCapabilityError",
     "ProbeError",
@@ -189,10 +193,21 @@ class ProviderError(AskbackError):
 
 
 class StoreUnavailableError(AskbackError):
-    """The database behind flows, effects and audit could not be reached. Nothing was done; retry the call."""
+    """The database behind flows, effects and audit could not be reached. Nothing was done; retry the call. The
+    message may name the database (its URL, password hidden) and the driver's words, for the logs and the command
+    line; a client is sent `public` (`to_mcp_error`), which names neither."""
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or "The database is unavailable. Nothing was done twice; retry the same request later."
 
     def wire_data(self) -> dict[str, Any]:
         return {"retryable": True}
+
+    def to_mcp_error(self) -> MCPError:
+        from mcp.shared.exceptions import MCPError
+
+        return MCPError(code=self.code, message=self.public, data=self.wire_data())
 
 
 class EffectInProgressError(AskbackError):
@@ -214,6 +229,24 @@ class InvalidParamsError(AskbackError):
 
     code = INVALID_PARAMS
     http_status = 400
+
+
+class LimitReachedError(AskbackError):
+    """The caller already holds as many of something as a setting allows (`limit`: its value), such as tasks that
+    have not ended or accounts whose link was never used: nothing was made. The message names the limit and what to
+    do. On the wire -32602 with `data.limit`, or a tool result with `isError` (`tool_error=True`) where the model
+    reads it and can act (the META exposure's `connect_account`, `flow.connect`)."""
+
+    code = INVALID_PARAMS
+    http_status = 429
+
+    def __init__(self, message: str, *, limit: int, tool_error: bool = False) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.tool_error = tool_error
+
+    def wire_data(self) -> dict[str, Any]:
+        return {"limit": self.limit}
 
 
 class InvalidStateError(InvalidParamsError):

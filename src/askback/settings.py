@@ -16,9 +16,11 @@
 | `ASKBACK_TASK_TTL` | seconds a task (`tool(task=...)`) and its result are kept after it is created | `3600` |
 | `ASKBACK_TASK_POLL_INTERVAL` | milliseconds a client is told to wait between two `tasks/get` of a task | `1000` |
 | `ASKBACK_TASK_LEASE` | seconds after which a running task whose instance stopped renewing its lease is taken over | `30` |
+| `ASKBACK_TASKS_PER_PRINCIPAL` | tasks one principal may hold that have not ended (working, input_required); one more is refused | `100` |
 | `ASKBACK_EXPOSE` | what `tools/list` shows: `direct` (each tool), `meta` (five meta-tools over the catalogue: docs/meta.md) or `both` | `direct` |
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 | `ASKBACK_LINK_TTL` | connected accounts: seconds an authorization link stays usable until it is opened | `600` |
+| `ASKBACK_PENDING_ACCOUNTS_PER_PRINCIPAL` | connected accounts: accounts one principal may hold whose link is issued but never connected (PENDING); a link for one more is refused | `20` |
 | `ASKBACK_PROVIDER_VISIT_TTL` | connected accounts: seconds a person has, once the link is opened, to sign in at the provider and come back | `1800` |
 | `ASKBACK_SESSION_TTL` | people's sign-in: seconds a session lasts from sign-in (60 to 2592000) | `28800` |
 | `ASKBACK_SESSIONS_PER_PERSON` | people's sign-in: sessions one person may hold at once; signing in past it ends their oldest (1 to 1000) | `10` |
@@ -67,6 +69,8 @@ class Settings(BaseSettings):
     task_ttl: float = Field(default=3600.0, gt=0)
     task_poll_interval: int = Field(default=1000, ge=1)
     task_lease: float = Field(default=30.0, gt=0)
+    # How many tasks one principal may hold that have not ended: one more is refused (held for the TTL otherwise).
+    tasks_per_principal: int = Field(default=100, ge=1)
     demo_auth: bool = False
     # `askback serve`'s log lines (its --log-format): read before the server is imported, from the environment.
     log_format: Literal["auto", "json", "text"] = "auto"
@@ -78,6 +82,8 @@ class Settings(BaseSettings):
     link_ttl: float = Field(default=600.0, gt=0)
     provider_visit_ttl: float = Field(default=1800.0, gt=0)
     refresh_leeway: float = Field(default=60.0, ge=0)
+    # How many accounts one principal may hold whose link was issued and never connected (PENDING, any connection).
+    pending_accounts_per_principal: int = Field(default=20, ge=1)
     # People's sign-in on the hosted pages and the web inbox (`askback.identity.PeopleSignIn`): how long a session
     # lasts from sign-in, and how many one person may hold at once (signing in past it ends their oldest).
     session_ttl: float = Field(default=8 * 3600.0, ge=60, le=30 * 86400)

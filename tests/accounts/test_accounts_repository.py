@@ -12,7 +12,7 @@ from askback.accounts.links import Admitted, Refused
 from askback.accounts.repository import Accounts
 from askback.accounts.status import Event, Status
 from askback.db.migrate import all_components
-from askback.errors import AccountStateError
+from askback.errors import AccountStateError, LimitReachedError
 from askback.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -57,6 +57,54 @@ async def test_asking_again_reuses_the_account_and_issues_another_link(accounts:
     second, token2 = await accounts.begin_connect("alice", "gmail", flow_id="f2", now=NOW + 1, ttl=600)
     other, _ = await accounts.begin_connect("alice", "gmail", label="work", flow_id="f3", now=NOW, ttl=600)
     assert first == second != other and token1 != token2
+
+
+async def test_past_the_pending_cap_a_new_account_is_refused_but_links_to_existing_ones_and_other_people_go_on(
+    accounts: Accounts,
+) -> None:
+    ids = [
+        (await accounts.begin_connect("ann", "gmail", label=f"l{n}", flow_id="f", now=NOW, ttl=600, most_pending=3))[0]
+        for n in range(3)
+    ]
+    with pytest.raises(LimitReachedError) as refused:
+        await accounts.begin_connect("ann", "gmail", label="l3", flow_id="f", now=NOW, ttl=600, most_pending=3)
+    assert refused.value.limit == 3 and refused.value.tool_error
+    assert "you already hold 3" in str(refused.value) and "askback accounts revoke" in str(refused.value)
+    assert [a.label for a in await accounts.of("ann", "gmail")] == ["l0", "l1", "l2"]  # nothing was written
+    # A link to an account she already has is still given; another person is not affected.
+    again, _ = await accounts.begin_connect("ann", "gmail", label="l1", flow_id="f", now=NOW, ttl=600, most_pending=3)
+    assert again == ids[1]
+    await accounts.begin_connect("bea", "gmail", label="l0", flow_id="f", now=NOW, ttl=600, most_pending=3)
+    # Connected and revoked accounts do not count: only the ones waiting for their link.
+    await accounts.change(ids[0], Event.CONNECTED, now=NOW + 1, credential="sealed")
+    await accounts.change(ids[1], Event.REVOKED, now=NOW + 1)
+    for label in ("l3", "l4"):
+        await accounts.begin_connect("ann", "gmail", label=label, flow_id="f", now=NOW, ttl=600, most_pending=3)
+    with pytest.raises(LimitReachedError):
+        await accounts.begin_connect("ann", "other", flow_id="f", now=NOW, ttl=600, most_pending=3)
+
+
+async def test_two_instances_issuing_links_for_new_accounts_at_once_never_pass_the_pending_cap(
+    accounts: Accounts, any_database: str
+) -> None:
+    second = await Store.open(any_database, components=all_components())
+    outcomes: list[str] = []
+
+    async def issue(on: Accounts, n: int) -> None:
+        try:
+            await on.begin_connect("cy", "gmail", label=f"l{n}", flow_id="f", now=NOW, ttl=600, most_pending=3)
+            outcomes.append("made")
+        except LimitReachedError:
+            outcomes.append("refused")
+
+    try:
+        async with anyio.create_task_group() as group:
+            for n in range(12):
+                group.start_soon(issue, (accounts, Accounts(second))[n % 2], n)
+    finally:
+        await second.close()
+    assert sorted(outcomes) == ["made"] * 3 + ["refused"] * 9
+    assert len(await accounts.of("cy", "gmail")) == 3
 
 
 async def test_a_link_opened_by_another_user_is_refused_and_stays_usable_by_its_owner(accounts: Accounts) -> None:

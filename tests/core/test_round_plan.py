@@ -444,6 +444,44 @@ CASES = {
         ],
         Reply(DONE, (asked_note(), completed_note("expired", at=LATE))),
     ),
+    "a task's run is one run of its handler with no claim, past the deadline, and hands back its next state": Case(
+        RoundRequest(sealed=True, state=ROUND1, responses=RESPONSES, now=LATE, task=True),
+        [
+            (RunHandler(ROUND1, RESPONSES, LATE, None), Ran(asked(ROUND2, ENV, events=[ANSWERED]))),
+            (
+                Record(
+                    "f1",
+                    None,
+                    LATE,
+                    (answered_note(at=LATE), asked_note(2, ("env",), at=LATE)),
+                    round_outcome=ask_outcome(ROUND2, ENV),
+                ),
+                None,
+            ),
+        ],
+        Reply(
+            InputRequiredResult.model_validate(ask_outcome(ROUND2, ENV)),
+            (answered_note(at=LATE), asked_note(2, ("env",), at=LATE)),
+            ROUND2,
+        ),
+        policy=HOLDING,
+    ),
+    "a task's answer that does not validate is noted rejected and asked again, as in an MRTR round": Case(
+        RoundRequest(sealed=True, state=ROUND1, responses=RESPONSES, now=NOW, task=True),
+        [
+            (RunHandler(ROUND1, RESPONSES, NOW, None), Ran(asked(ROUND2, events=[INVALID]))),
+            (Record("f1", None, NOW, (INVALID_NOTE, asked_note(2)), round_outcome=ask_outcome(ROUND2)), None),
+        ],
+        Reply(InputRequiredResult.model_validate(ask_outcome(ROUND2)), (INVALID_NOTE, asked_note(2)), ROUND2),
+    ),
+    "a task whose handler crashes fails as the MRTR round does, noted as a tool error": Case(
+        RoundRequest(sealed=True, state=ROUND1, responses=None, now=NOW, task=True),
+        [
+            (RunHandler(ROUND1, None, NOW, None), Ran(None, error=CRASH, detail="the tool raised RuntimeError")),
+            (lenient((rejected_note("tool_error", detail="the tool raised RuntimeError"),), round=None), None),
+        ],
+        Raise(CRASH, (rejected_note("tool_error", detail="the tool raised RuntimeError"),)),
+    ),
 }
 
 
@@ -453,6 +491,8 @@ def _same_outcome(got: Outcome, expected: Outcome) -> None:
     if isinstance(expected, Reply):
         assert isinstance(got, Reply)
         assert got.result == expected.result
+        if expected.next_state is not None:
+            assert got.next_state == expected.next_state
     else:
         assert isinstance(got, Raise)
         # Errors compare by kind and message (the plan makes a fresh one where it decides to refuse).

@@ -133,7 +133,7 @@ def _signed_ping() -> tuple[str, dict[str, str]]:
 
 def test_the_webhook_receiver_refuses_a_rebinding_host_and_takes_its_own(tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'agent.db'}"
-    args = ("--user", "alice", "--webhook-secret-env", "HOOK_SECRET")
+    args = ("--user", "alice", "--webhook-secret-env", "https://tools.example.com/mcp=HOOK_SECRET")
     with inbox_serving(database, *args, env={"HOOK_SECRET": SECRET}) as base:
         port = urlsplit(base).port
         body, headers = _signed_ping()

@@ -182,8 +182,11 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
         await rt.close()
 
 
-def _client(runtime: Runtime, **options: Any) -> httpx.AsyncClient:
-    app = webhook_receiver(runtime, secrets=[SECRET], **options)
+ELSEWHERE = "https://tools.example.com/mcp"  # a server no call here is made to
+
+
+def _client(runtime: Runtime, server: str = ELSEWHERE, **options: Any) -> httpx.AsyncClient:
+    app = webhook_receiver(runtime, servers={server: [SECRET]}, **options)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
@@ -201,7 +204,7 @@ async def test_a_signed_account_connected_webhook_resumes_the_call_waiting_to_co
     runtime: Runtime, site: Site
 ) -> None:
     call_id = await _park(runtime, site.url, site.done)
-    async with _client(runtime) as client:
+    async with _client(runtime, site.url) as client:
         for_bob = await client.post("/", headers=signed(connected("bob"))[0], content=signed(connected("bob"))[1])
         headers, body = signed(connected())
         answered = await client.post("/", headers=headers, content=body)
@@ -221,7 +224,7 @@ async def test_a_refused_webhook_is_answered_401_with_a_reason_and_resumes_nothi
     call_id = await _park(runtime, site.url, site.done)
     runs = site.runs()
     headers, body, now = _tampered("body") if change == "no headers" else _tampered(change)
-    async with _client(runtime, clock=FrozenClock(now)) as client:
+    async with _client(runtime, site.url, clock=FrozenClock(now)) as client:
         refused = await client.post("/", headers={} if change == "no headers" else headers, content=body)
 
     assert refused.status_code == 401 and refused.json()["reason"], refused.text
@@ -236,7 +239,7 @@ async def test_a_webhook_delivered_twice_and_twice_at_once_resumes_the_call_once
     runs = site.runs()
     headers, body = signed(connected())
     answers: list[httpx.Response] = []
-    async with _client(runtime) as client:
+    async with _client(runtime, site.url) as client:
 
         async def deliver() -> None:
             answers.append(await client.post("/", headers=headers, content=body))
@@ -282,7 +285,7 @@ async def test_a_webhook_id_is_taken_once_on_either_database_and_a_taking_proces
 @pytest.mark.http
 async def test_other_event_types_and_unreadable_bodies_resume_nothing(runtime: Runtime, site: Site) -> None:
     call_id = await _park(runtime, site.url, site.done)
-    async with _client(runtime, max_body=4096) as client:
+    async with _client(runtime, site.url, max_body=4096) as client:
         other = await client.post("/", headers=signed(connected(type_="account.expired"))[0],
                                   content=signed(connected(type_="account.expired"))[1])  # fmt: skip
         headers, body = signed({"type": "account.connected", "data": {"principal": "ada"}})
@@ -322,13 +325,13 @@ async def test_a_resume_that_fails_answers_503_logs_one_line_and_the_senders_ret
     with serving(SERVER, port=port, workers=1, env=env, cwd=str(ROOT)) as url:
         call_id = await _park(runtime, url, tmp_path / "page-done")
     headers, body = signed(connected())
-    async with _client(runtime) as client:
+    async with _client(runtime, url) as client:
         failed = await client.post("/", headers=headers, content=body)  # the server is down
         assert failed.status_code == 503 and "send it again" in failed.json()["reason"]
         (said,) = [r for r in caplog.records if r.name == "askback.runtime.webhooks" and r.levelname == "WARNING"]
         assert said.exc_info is None and "the resume failed: " in said.getMessage()  # no traceback
-        # The question was answered before the round failed to go: the retry sends the round all the same.
-        assert (await runtime.calls.get(call_id)).waiting == 0
+        # Nothing was answered: the call waits as it did, and the retry looks again.
+        assert (await runtime.calls.get(call_id)).waiting == 1
         with serving(SERVER, port=port, workers=1, env=env, cwd=str(ROOT)):
             retried = await client.post("/", headers=headers, content=body)
 
@@ -347,13 +350,14 @@ async def test_the_in_process_subscription_resumes_the_call_on_account_connected
         type: str
         principal: str
         connection: str
+        label: str = ""
 
     async def events() -> AsyncIterator[Event]:
         yield Event("account.refreshed", "ada", "mail")
         assert (await runtime.calls.get(call_id)).status == "parked"
         yield Event("account.connected", "ada", "mail")
 
-    await resume_on_account_events(runtime, events())
+    await resume_on_account_events(runtime, events(), server=site.url)
 
     assert (await runtime.calls.get(call_id)).status == "completed"
 
@@ -364,9 +368,10 @@ SECRET_ENV = "AGENT_WEBHOOK_SECRETS"
 
 
 @contextlib.contextmanager
-def receiving(database: str, secrets_: str) -> Iterator[str]:
-    """`askback inbox serve --webhook-secret-env AGENT_WEBHOOK_SECRETS` in its own process; yields its receiver."""
-    args = ["--user", "ada", "--webhook-secret-env", SECRET_ENV]
+def receiving(database: str, secrets_: str, server: str = ELSEWHERE) -> Iterator[str]:
+    """`askback inbox serve --webhook-secret-env SERVER=AGENT_WEBHOOK_SECRETS` in its own process, taking the events of
+    the server at `server`; yields its receiver."""
+    args = ["--user", "ada", "--webhook-secret-env", f"{server}={SECRET_ENV}"]
     with inbox_serving(database, *args, env={SECRET_ENV: secrets_}) as base:
         yield f"{base}/webhooks/askback"
 
@@ -392,7 +397,10 @@ async def test_two_inbox_processes_sharing_one_database_given_the_webhook_at_onc
     # The same grant told under several ids (connected, recovered, ...), each to both processes at once: both race to
     # answer the same questions and send the same rounds.
     told = [signed(connected(type_=t), at=now) for t in ("account.connected", "account.recovered") * 3]
-    with receiving(database, f"{new_secret()},{SECRET}") as one, receiving(database, SECRET) as two:
+    with (
+        receiving(database, f"{new_secret()},{SECRET}", site.url) as one,
+        receiving(database, SECRET, site.url) as two,
+    ):
         async with httpx.AsyncClient(timeout=60) as client:
 
             async def deliver(url: str, message: tuple[dict[str, str], bytes]) -> None:
@@ -414,14 +422,14 @@ def test_inbox_serve_with_an_unset_or_malformed_webhook_secret_refuses_to_start_
 ) -> None:
     served = run_askback(
         "inbox", "serve", "--user", "ada", "--database", f"sqlite:///{tmp_path / 'a.db'}",
-        "--webhook-secret-env", "NO_SUCH_WEBHOOK_SECRET",
+        "--webhook-secret-env", f"{ELSEWHERE}=NO_SUCH_WEBHOOK_SECRET",
     )  # fmt: skip
     assert served.returncode == 2, served.stderr
     assert "NO_SUCH_WEBHOOK_SECRET" in served.stderr
     given = "whsec_not base64!"
     served = run_askback(
         "inbox", "serve", "--user", "ada", "--database", f"sqlite:///{tmp_path / 'a.db'}",
-        "--webhook-secret-env", "AGENT_WEBHOOK_SECRETS", env={"AGENT_WEBHOOK_SECRETS": f"{SECRET},{given}"},
+        "--webhook-secret-env", f"{ELSEWHERE}=AGENT_WEBHOOK_SECRETS", env={"AGENT_WEBHOOK_SECRETS": f"{SECRET},{given}"},
     )  # fmt: skip
     assert served.returncode == 2, served.stderr
     assert "webhook secret 2 is not whsec_" in served.stderr and given not in served.stderr

@@ -47,6 +47,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 Exposure = Literal["direct", "meta"]
 CONNECTION = "demo-mail"
+PENDING_CAP = 3
 META = {"search_tools", "get_tool", "check_readiness", "connect_account", "execute_tool"}
 confirm_reply = Confirm(key="confirm_reply", message="Send this reply?", title="Send it")
 
@@ -73,6 +74,11 @@ def define_tools(app: Askback, messages_url: str) -> None:
         account = await flow.connect(CONNECTION)
         latest = (await account.http.get(messages_url)).json()["messages"][0]
         return Sent(subject=f"Re: {subject}", to=latest["from"])
+
+    @app.tool(scopes=["deploy"])
+    async def deploy_release(version: str) -> str:
+        """Deploy a release (needs the deploy scope, which no demo token grants)."""
+        return f"Deployed {version}."
 
 
 @dataclass
@@ -125,6 +131,7 @@ async def serve(
         state_keys=secrets.token_urlsafe(32),
         vault_keys=new_key(),
         expose=exposure,
+        pending_accounts_per_principal=PENDING_CAP,
     )
     mail = DemoMail(
         issuer=provider.issuer,
@@ -133,6 +140,8 @@ async def serve(
         sign_in_secret=SecretStr(secrets.token_urlsafe(32)),
     )
     setup = mail_accounts(mail, settings)
+    # As when the connections come from a file: its path is the server's business, never a client's.
+    setup.connections.source = str(folder / "secret-dir" / "connections.toml")
     app = Askback("mail", settings=settings, extensions=[setup])
     define_tools(app, provider.messages_url)
     async with serving_asgi(build_app(app, token_verifier=DemoTokenVerifier()), sock) as base:
@@ -189,7 +198,7 @@ async def test_tools_list_shows_the_catalogue_directly_and_the_five_meta_tools_w
     servers: dict[Exposure, Served],
 ) -> None:
     direct = await listed_tools(servers["direct"].mcp)
-    assert set(direct) == {"summarize_inbox", "send_reply"}
+    assert set(direct) == {"summarize_inbox", "send_reply", "deploy_release"}
     listed = await listed_tools(servers["meta"].mcp)
     assert set(listed) == META
     for tool in listed.values():
@@ -365,3 +374,78 @@ async def test_connect_account_refuses_a_label_too_long_or_with_control_or_bidi_
     # A label a person would give is taken.
     work = await meta(served, "connect_account", {"connection": CONNECTION, "label": "work (ana@example.com)"}, user)
     assert work.structured_content is not None and work.structured_content["connection"] == CONNECTION
+
+
+async def test_an_unknown_connection_is_a_tool_error_naming_the_configured_ones_and_never_the_servers_files(
+    servers: dict[Exposure, Served],
+) -> None:
+    served = servers["meta"]
+    for tool, arguments in [
+        ("connect_account", {"connection": "gmial"}),
+        ("check_readiness", {"connections": ["gmial"]}),
+    ]:
+        got = await call_round(served.mcp, tool, arguments, token="demo-hal", elicitation=False)
+        assert got.error is None and isinstance(got.result, CallToolResult), got
+        assert got.result.is_error, got.result
+        said = text(got.result)
+        assert "'gmial'" in said and f"the connections are: {CONNECTION}." in said, said
+        assert "secret-dir" not in said and "toml" not in said and "/" not in said, said
+    many = await call_round(
+        served.mcp,
+        "check_readiness",
+        {"connections": [f"c{i}" for i in range(65)]},
+        token="demo-hal",
+        elicitation=False,
+    )
+    assert isinstance(many.result, CallToolResult) and many.result.is_error, many
+    assert text(many.result).endswith("Name at most 64 connections at once.")
+
+
+async def test_a_tool_needing_a_scope_answers_403_insufficient_scope_through_execute_tool_as_it_does_directly(
+    servers: dict[Exposure, Served],
+) -> None:
+    async def refused(url: str, tool: str, arguments: dict[str, Any]) -> httpx2.Response:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        params = {"name": tool, "arguments": arguments, "_meta": meta}
+        headers = {
+            "Authorization": "Bearer demo-ivy",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Accept": "application/json, text/event-stream",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+        }
+        async with httpx2.AsyncClient() as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            return await http.post(url, json=body, headers=headers)
+
+    direct = await refused(servers["direct"].mcp, "deploy_release", {"version": "1.2"})
+    through_meta = await refused(
+        servers["meta"].mcp, "execute_tool", {"name": "deploy_release", "arguments": {"version": "1.2"}}
+    )
+    for reply in (direct, through_meta):
+        assert reply.status_code == 403, reply.text
+        assert 'error="insufficient_scope"' in reply.headers["WWW-Authenticate"]
+        assert reply.json()["scope"] == "deploy"
+    assert through_meta.json() == direct.json()
+
+
+async def test_connect_account_past_the_pending_cap_is_a_tool_error_naming_the_limit_and_stores_nothing(
+    servers: dict[Exposure, Served],
+) -> None:
+    served = servers["meta"]
+    for n in range(PENDING_CAP):
+        await meta(served, "connect_account", {"connection": CONNECTION, "label": f"box {n}"}, "kim")
+    got = await call_round(
+        served.mcp, "connect_account", {"connection": CONNECTION, "label": "one more"}, token="demo-kim"
+    )
+    assert got.error is None and isinstance(got.result, CallToolResult), got
+    assert got.result.is_error
+    assert f"you already hold {PENDING_CAP} whose link was never used" in text(got.result)
+    service = await served.setup.service()
+    assert len(await service.accounts_of("kim", CONNECTION)) == PENDING_CAP
+    # A link to an account kim already has is still given, and lee is not affected.
+    await meta(served, "connect_account", {"connection": CONNECTION, "label": "box 0"}, "kim")
+    await meta(served, "connect_account", {"connection": CONNECTION, "label": "box 0"}, "lee")

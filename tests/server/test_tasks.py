@@ -118,6 +118,7 @@ async def test_cancelling_a_waiting_task_ends_it_and_a_later_answer_does_not_rev
     key = next(iter((await until_status(http, url, task_id, "input_required"))["inputRequests"]))
     ack = await rpc(http, url, "tasks/cancel", {"taskId": task_id})
     assert ack["result"]["resultType"] == "complete" and "status" not in ack["result"]
+    assert ack["result"]["_meta"]["askback/cancel"] == {"status": "cancelled"}
     cancelled = (await get(http, url, task_id))["result"]
     assert cancelled["status"] == "cancelled" and "inputRequests" not in cancelled
     late = await rpc(http, url, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok=True)}})
@@ -174,6 +175,19 @@ async def test_without_the_extension_a_required_task_is_refused_and_an_optional_
     assert plain["result"]["resultType"] == "input_required" and "taskId" not in plain["result"]
     assert list(plain["result"]["inputRequests"]) == ["ok"]
     assert (await call(http, url, "greet", {"name": "W"}))["result"]["content"][0]["text"] == "Hello, W!"
+
+
+async def test_a_required_task_tool_through_execute_tool_without_the_extension_answers_what_its_direct_call_does(
+    http: httpx.AsyncClient, db_url: str
+) -> None:
+    async with serving_tasks(db_url, expose="both") as both:
+        direct = await call(http, both, "required_job", {}, tasks=False)
+        through_meta = await call(http, both, "execute_tool", {"name": "required_job"}, tasks=False)
+        assert direct["error"]["code"] == -32021, direct
+        assert through_meta["error"] == direct["error"]
+        # A tool that needs no task still runs through execute_tool without the extension.
+        greeted = await call(http, both, "execute_tool", {"name": "greet", "arguments": {"name": "W"}}, tasks=False)
+        assert greeted["result"]["structuredContent"] == {"result": "Hello, W!"}
 
 
 async def test_an_mrtr_flow_begun_without_the_extension_stays_mrtr_when_its_retry_declares_it(

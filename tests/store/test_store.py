@@ -51,6 +51,7 @@ def test_store_exports_exactly_its_interface() -> None:
         "Store",
         "StoredEvent",
         "append_event",
+        "hold_lock",
     }
 
 

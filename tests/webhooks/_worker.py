@@ -16,7 +16,7 @@ from askback.webhooks import Dispatcher, Endpoint
 async def main(db_url: str, url: str, secret: str) -> None:
     store = await Store.open(db_url, components=components())
     store.event_poll_interval = 0.05
-    endpoint = Endpoint(url=url, events=["account.*"], secrets=[secret])
+    endpoint = Endpoint(url=url, events=["account.*"], secrets=[secret], allow_private=True)
     dispatcher = Dispatcher(store, [endpoint], clock=SystemClock(), lease=1.0, idle=0.1)
     print("ready", flush=True)
     await dispatcher.run()

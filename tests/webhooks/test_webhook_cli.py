@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 def settings_env(tmp_path: Path, db_url: str, url: str, secret: str) -> dict[str, str]:
     config = tmp_path / "webhooks.toml"
-    config.write_text(f'[[endpoint]]\nurl = "{url}"\nevents = ["account.*"]\nsecret_env = "HOOK_SECRET"\n')
+    config.write_text(
+        f'[[endpoint]]\nurl = "{url}"\nevents = ["account.*"]\nsecret_env = "HOOK_SECRET"\nallow_private = true\n'
+    )
     return {"ASKBACK_WEBHOOKS": str(config), "HOOK_SECRET": secret, "ASKBACK_DATABASE_URL": db_url}
 
 
@@ -32,7 +34,7 @@ async def test_deliveries_are_listed_with_json_and_a_failed_one_is_redelivered(
     secret = new_secret()
     env = settings_env(tmp_path, db_url, receiver.url, secret)
     receiver.answers = [500, 500]
-    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret])
+    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret], allow_private=True)
     clock = FrozenClock(at=time.time())
     hooks = Dispatcher(store, [endpoint], clock=clock, rng=random.Random(1), schedule=RetrySchedule(delays=(5.0,)))
     await hooks.prepare()

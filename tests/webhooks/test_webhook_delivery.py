@@ -42,7 +42,9 @@ async def test_a_delivery_verifies_with_the_standardwebhooks_package_and_carries
 ) -> None:
     secret = new_secret()
     clock = now_clock()
-    hooks = dispatcher(store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[secret])], clock)
+    hooks = dispatcher(
+        store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[secret], allow_private=True)], clock
+    )
     await hooks.prepare()
     await add_event(store, "account.connected", clock.now(), **account_data())
     assert await hooks.run_once() == 2  # queued, then attempted
@@ -63,7 +65,9 @@ async def test_a_delivery_verifies_with_the_standardwebhooks_package_and_carries
 async def test_while_secrets_rotate_each_one_signs_and_either_verifies(store: Store, receiver: Receiver) -> None:
     old, new = new_secret(), new_secret()
     clock = now_clock()
-    hooks = dispatcher(store, [Endpoint(url=receiver.url, events=["account.connected"], secrets=[old, new])], clock)
+    hooks = dispatcher(
+        store, [Endpoint(url=receiver.url, events=["account.connected"], secrets=[old, new], allow_private=True)], clock
+    )
     await hooks.prepare()
     await add_event(store, "account.connected", clock.now(), **account_data())
     await hooks.run_once()
@@ -80,7 +84,9 @@ async def test_a_receiver_that_fails_twice_gets_the_event_on_the_third_attempt_w
     receiver.answers = [500, 500]
     clock = now_clock()
     outbox = Outbox(store)
-    hooks = dispatcher(store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()])], clock)
+    hooks = dispatcher(
+        store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()], allow_private=True)], clock
+    )
     await hooks.prepare()
     await add_event(store, "account.recovered", clock.now(), **account_data())
     await hooks.run_once()
@@ -111,7 +117,9 @@ async def test_after_the_bounded_schedule_a_delivery_is_failed_and_redeliver_mak
     receiver.answers = [503, 503, 503]
     clock = now_clock()
     outbox = Outbox(store)
-    hooks = dispatcher(store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()])], clock)
+    hooks = dispatcher(
+        store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()], allow_private=True)], clock
+    )
     await hooks.prepare()
     await add_event(store, "account.error", clock.now(), **account_data(new_status="error"))
     for _ in range(SCHEDULE.attempts):
@@ -136,7 +144,9 @@ async def test_an_unreachable_receiver_is_an_attempt_logged_with_its_kind_of_fai
     clock = now_clock()
     outbox = Outbox(store)
     hooks = dispatcher(
-        store, [Endpoint(url="http://127.0.0.1:9/hooks", events=["account.*"], secrets=[new_secret()])], clock
+        store,
+        [Endpoint(url="http://127.0.0.1:9/hooks", events=["account.*"], secrets=[new_secret()], allow_private=True)],
+        clock,
     )
     await hooks.prepare()
     await add_event(store, "account.revoked", clock.now(), **account_data(new_status="revoked"))
@@ -150,9 +160,16 @@ async def test_each_endpoint_gets_only_the_events_it_names_and_audit_events_only
     store: Store, receiver: Receiver
 ) -> None:
     clock = now_clock()
-    everything = Endpoint(url=receiver.url + "/all", events=["account.*"], secrets=[new_secret()])
-    connected = Endpoint(url=receiver.url + "/connected", events=["account.connected"], secrets=[new_secret()])
-    audit = Endpoint(url=receiver.url + "/siem", events=["audit.rejected", "account.revoked"], secrets=[new_secret()])
+    everything = Endpoint(url=receiver.url + "/all", events=["account.*"], secrets=[new_secret()], allow_private=True)
+    connected = Endpoint(
+        url=receiver.url + "/connected", events=["account.connected"], secrets=[new_secret()], allow_private=True
+    )
+    audit = Endpoint(
+        url=receiver.url + "/siem",
+        events=["audit.rejected", "account.revoked"],
+        secrets=[new_secret()],
+        allow_private=True,
+    )
     hooks = dispatcher(store, [everything, connected, audit], clock)
     await hooks.prepare()
     await add_event(store, "account.connected", clock.now(), **account_data())
@@ -179,12 +196,16 @@ async def test_each_endpoint_gets_only_the_events_it_names_and_audit_events_only
 async def test_an_endpoint_is_sent_what_happens_after_it_was_first_configured(store: Store, receiver: Receiver) -> None:
     clock = now_clock()
     await add_event(store, "account.connected", clock.now(), **account_data(principal="before"))
-    hooks = dispatcher(store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()])], clock)
+    hooks = dispatcher(
+        store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()], allow_private=True)], clock
+    )
     await hooks.prepare()
     await add_event(store, "account.connected", clock.now(), **account_data(principal="after"))
     await hooks.run_once()
     # Another instance starting later does not move the endpoint's cursor back or forth, nor queue again.
-    again = dispatcher(store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()])], clock)
+    again = dispatcher(
+        store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()], allow_private=True)], clock
+    )
     await again.prepare()
     assert await again.run_once() == 0
     assert [json.loads(r.body)["data"]["principal"] for r in receiver.received] == ["after"]
@@ -197,7 +218,11 @@ async def test_the_canary_credential_is_in_no_body_and_no_attempt_row(store: Sto
     secret = new_secret()
     receiver.answers = [500]
     clock = now_clock()
-    hooks = dispatcher(store, [Endpoint(url=receiver.url, events=["account.*", "audit.*"], secrets=[secret])], clock)
+    hooks = dispatcher(
+        store,
+        [Endpoint(url=receiver.url, events=["account.*", "audit.*"], secrets=[secret], allow_private=True)],
+        clock,
+    )
     await hooks.prepare()
     await add_event(store, "account.refreshed", clock.now(), **account_data())
     await store.add_audit_many(
@@ -222,7 +247,10 @@ async def test_an_app_with_the_extension_delivers_in_the_background_and_stops_cl
 ) -> None:
     secret = new_secret()
     config = tmp_path / "webhooks.toml"
-    config.write_text(f'[[endpoint]]\nurl = "{receiver.url}"\nevents = ["account.*"]\nsecret_env = "HOOK_SECRET"\n')
+    config.write_text(
+        f'[[endpoint]]\nurl = "{receiver.url}"\nevents = ["account.*"]\nsecret_env = "HOOK_SECRET"\n'
+        "allow_private = true\n"
+    )
     monkeypatch.setenv("HOOK_SECRET", secret)
     monkeypatch.setenv("ASKBACK_WEBHOOKS", str(config))
     webhooks = Webhooks.from_settings()

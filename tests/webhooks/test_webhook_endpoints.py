@@ -53,9 +53,11 @@ def test_a_wrong_endpoint_is_refused_naming_the_field(fields: dict[str, Any], na
     assert SECRET not in str(refused.value) and SECRET not in repr(Endpoint(**values))
 
 
-def test_loopback_http_is_allowed_for_development() -> None:
+def test_loopback_http_is_allowed_for_development_on_an_endpoint_that_allows_private_destinations() -> None:
     for url in ("http://127.0.0.1:8080/in", "http://localhost/in", "http://[::1]/in"):
-        assert Endpoint(url=url, events=["audit.*"], secrets=[SECRET]).wants("audit.asked")
+        assert Endpoint(url=url, events=["audit.*"], secrets=[SECRET], allow_private=True).wants("audit.asked")
+        with pytest.raises(ConfigurationError, match="allow_private"):
+            Endpoint(url=url, events=["audit.*"], secrets=[SECRET])
 
 
 def test_the_file_reads_secrets_from_the_variable_it_names_comma_separated(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 async def test_two_instances_on_postgresql_send_each_event_once(fresh_pg_url: str, receiver: Receiver) -> None:
     secret = new_secret()
-    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret])
+    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret], allow_private=True)
     clock = FrozenClock(at=time.time())
     stores = [await Store.open(fresh_pg_url, migrate=True, components=components()) for _ in range(2)]
     hooks = [Dispatcher(s, [endpoint], clock=clock, rng=random.Random(n)) for n, s in enumerate(stores)]

@@ -30,7 +30,8 @@ EVENTS = 5
 
 
 def start_worker(db_url: str, url: str, secret: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(WORKER.parent), str(WORKER.parents[1])])}
+    paths = [str(WORKER.parent), str(WORKER.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     child = subprocess.Popen(
         [sys.executable, str(WORKER), db_url, url, secret], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -54,7 +55,7 @@ async def test_an_instance_killed_with_deliveries_in_flight_loses_none_once_anot
     db_url: str, store: Store, receiver: Receiver, children: list[subprocess.Popen[str]]
 ) -> None:
     secret = new_secret()
-    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret])
+    endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret], allow_private=True)
     setup = Dispatcher(store, [endpoint])
     await setup.prepare()
     await setup.aclose()

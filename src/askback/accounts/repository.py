@@ -12,15 +12,15 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, update
 
 from askback.accounts._models import AccountEventRow, AccountRow, LinkRow
 from askback.accounts.events import event_data, event_type
 from askback.accounts.links import Admitted, Link, Refused, admit_opener, digest, new_token
 from askback.accounts.status import Event, Status, transition
 from askback.accounts.vault import Vault
-from askback.errors import AccountStateError
-from askback.store import Store, append_event
+from askback.errors import AccountStateError, LimitReachedError
+from askback.store import Store, append_event, hold_lock
 
 __all__ = ["Account", "Accounts"]
 
@@ -31,6 +31,12 @@ _a, _l = _ACCOUNTS.c, _LINKS.c
 
 _FIND = select(_a.id, _a.status, _a.reason, _a.expires_at, _a.updated_at).where(
     _a.principal == bindparam("principal"), _a.connection == bindparam("connection"), _a.label == bindparam("label")
+)
+# The accounts of one principal whose link was issued and never connected (any connection).
+_PENDING = (
+    select(func.count())
+    .select_from(_ACCOUNTS)
+    .where(_a.principal == bindparam("principal"), _a.status == Status.PENDING.value)
 )
 _BY_ID = select(_a.id, _a.principal, _a.connection, _a.label, _a.status, _a.reason, _a.expires_at).where(
     _a.id == bindparam("id")
@@ -130,15 +136,29 @@ class Accounts:
         self.store = store
 
     async def begin_connect(
-        self, principal: str, connection: str, *, label: str = "", flow_id: str | None, now: float, ttl: float
+        self,
+        principal: str,
+        connection: str,
+        *,
+        label: str = "",
+        flow_id: str | None,
+        now: float,
+        ttl: float,
+        most_pending: int | None = None,
     ) -> tuple[str, str]:
         """The account `(principal, connection, label)` (created PENDING when new; an existing one keeps its status
         until it is connected again) and a fresh single-use link for it: `(account_id, token)`. Only the token's
-        digest is stored; the token goes into the link the person opens."""
+        digest is stored; the token goes into the link the person opens. With `most_pending`, a new account is not
+        created while `principal` already holds that many PENDING ones (`LimitReachedError`, a tool error; nothing
+        is written), counted under a lock of the principal so that two instances cannot both pass the cap."""
         token = new_token()
 
         def write(conn: Connection) -> str:
             found = conn.execute(_FIND, {"principal": principal, "connection": connection, "label": label}).first()
+            if found is None and most_pending is not None:
+                hold_lock(conn, f"accounts of {principal!r}")
+                if conn.execute(_PENDING, {"principal": principal}).scalar_one() >= most_pending:
+                    raise _too_many_pending(most_pending)
             if found is None:
                 account_id = "acc_" + secrets.token_urlsafe(16)
                 status = transition(None, Event.START)
@@ -364,6 +384,17 @@ def apply_change(
         conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": credential, "b_expires_at": expires_at})
     _record(conn, account_id, now, event, before, after, reason)
     return after
+
+
+def _too_many_pending(most: int) -> LimitReachedError:
+    return LimitReachedError(
+        f"Too many accounts waiting to be connected: you already hold {most} whose link was never used to connect, "
+        "the most one person may hold. Open one of the links you were given and finish connecting that account (or "
+        "ask for a link to an account you already have), or ask an operator to revoke the ones you do not need "
+        "(askback accounts revoke), then try again.",
+        limit=most,
+        tool_error=True,
+    )
 
 
 def _account(row: Any) -> Account:

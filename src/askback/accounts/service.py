@@ -28,7 +28,7 @@ from askback.accounts.repository import Account, Accounts
 from askback.accounts.status import Event, Status
 from askback.accounts.vault import Vault
 from askback.core._connect import checked_label
-from askback.errors import AccountStateError, InvalidParamsError, ProviderError
+from askback.errors import AccountStateError, InvalidParamsError, ProviderError, ToolError
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -87,6 +87,9 @@ class Failed:
     kind: Literal["failed"] = "failed"
 
 
+# How many configured connection names an error about an unknown one lists (each is at most 64 characters).
+_NAMES_SHOWN = 20
+
 _UNKNOWN_STATE = (
     "This sign-in was not started here, in this browser, or it has already been finished. Nothing was changed. Ask "
     "your assistant again for a new link."
@@ -101,7 +104,9 @@ _OTHER_BROWSER = (
 class AccountService:
     """Connected accounts for one server: `base_url` is where the hosted pages are reached (scheme, host, port),
     `prefix` the path they are mounted under. A link can be opened for `link_ttl` seconds; once it is opened, the
-    person has `provider_visit_ttl` seconds to sign in at the provider (or enter the key) and come back."""
+    person has `provider_visit_ttl` seconds to sign in at the provider (or enter the key) and come back. A principal
+    holds at most `pending_per_principal` accounts whose link was never used to connect (none: no cap); a link for
+    one more is refused with `LimitReachedError`."""
 
     def __init__(
         self,
@@ -115,6 +120,7 @@ class AccountService:
         prefix: str = "/accounts",
         link_ttl: float = 600.0,
         provider_visit_ttl: float = 1800.0,
+        pending_per_principal: int | None = None,
     ) -> None:
         self.accounts = accounts
         self.vault = vault
@@ -125,6 +131,7 @@ class AccountService:
         self.prefix = "/" + prefix.strip("/")
         self.link_ttl = link_ttl
         self.provider_visit_ttl = provider_visit_ttl
+        self.pending_per_principal = pending_per_principal
 
     # -- URLs --
 
@@ -142,15 +149,21 @@ class AccountService:
     # -- for the asking API --
 
     async def accounts_of(self, principal: str, connection: str) -> list[Account]:
-        self.connections[connection]  # an unknown connection name fails here, naming the configured ones
+        self._known(connection)
         return await self.accounts.of(principal, connection)
 
     async def link(self, principal: str, connection: str, *, label: str = "", flow_id: str | None) -> str:
         """A fresh single-use authorization link for `principal`'s account on `connection` (labelled `label`)."""
-        self.connections[connection]
+        self._known(connection)
         checked_label(label)
         _, token = await self.accounts.begin_connect(
-            principal, connection, label=label, flow_id=flow_id, now=self.clock.now(), ttl=self.link_ttl
+            principal,
+            connection,
+            label=label,
+            flow_id=flow_id,
+            now=self.clock.now(),
+            ttl=self.link_ttl,
+            most_pending=self.pending_per_principal,
         )
         return self.start_url(token)
 
@@ -241,6 +254,19 @@ class AccountService:
         return Done(account)
 
     # -- internals --
+
+    def _known(self, connection: str) -> None:
+        """A connection name the caller gave (through `flow.connect` or the META tools) that is not configured is a
+        `ToolError` naming the configured ones, for the model to read: never the connections file's path."""
+        names = self.connections.names()
+        if connection in names:
+            return
+        shown = ", ".join(names[:_NAMES_SHOWN]) or "none"
+        if len(names) > _NAMES_SHOWN:
+            shown += f" and {len(names) - _NAMES_SHOWN} more"
+        raise ToolError(
+            f"There is no connection named {connection[:64]!a}; the connections are: {shown}. Use one of those names."
+        )
 
     def _seal_verifier(self, link: Link, verifier: str) -> str:
         return self.vault.seal(link.account_id, {"v": verifier})

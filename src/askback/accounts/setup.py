@@ -50,8 +50,8 @@ __all__ = ["AccountsSetup", "enable_accounts"]
 class AccountsSetup:
     """Connected accounts for one app: an extension (`Askback(..., extensions=[AccountsSetup(...)])`) whose start
     builds the accounts service on the app's store, with the app's clock and settings (`link_ttl`,
-    `provider_visit_ttl`, `refresh_leeway`). `pages` are the hosted pages, served under `prefix`. The development
-    sign-in is refused for a `base_url` outside loopback (`ConfigurationError`)."""
+    `provider_visit_ttl`, `refresh_leeway`, `pending_accounts_per_principal`). `pages` are the hosted pages, served
+    under `prefix`. The development sign-in is refused for a `base_url` outside loopback (`ConfigurationError`)."""
 
     name = "accounts"
     migrations = (MIGRATIONS,)
@@ -100,6 +100,7 @@ class AccountsSetup:
             prefix=self.prefix,
             link_ttl=settings.link_ttl,
             provider_visit_ttl=settings.provider_visit_ttl,
+            pending_per_principal=settings.pending_accounts_per_principal,
         )
         self._events = AccountEvents(store)
 

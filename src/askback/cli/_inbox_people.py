@@ -45,12 +45,12 @@ def checked_serve_options(
     port: int,
     who: tuple[str | None, str | None, str | None, str | None],
     behind_proxy: bool,
-    webhook_secret_env: str | None,
+    webhook_secret_env: list[str] | None,
     allowed_host: list[str] | None,
-) -> tuple[list[str], list[str]]:
+) -> tuple[dict[str, list[str]], list[str]]:
     """The options of `askback inbox serve` checked before anything is opened (`UsageError` naming the one to
-    change): `who` is (--user, --user-header, --auth-issuer, --auth-client-id). The webhook secrets and the further
-    hosts to answer."""
+    change): `who` is (--user, --user-header, --auth-issuer, --auth-client-id). The webhook secrets by server and
+    the further hosts to answer."""
     import os
 
     from askback.cli.output import UsageError
@@ -66,9 +66,18 @@ def checked_serve_options(
     if not 0 < port < 65536:
         raise UsageError(f"--port {port} is not a TCP port")
     check_reachable(host, signs_in=auth_issuer is not None, behind_proxy=behind_proxy)
-    hooks = [s for s in os.environ.get(webhook_secret_env or "", "").split(",") if s.strip()]
-    if webhook_secret_env is not None and not hooks:
-        raise UsageError(f"--webhook-secret-env {webhook_secret_env}: set {webhook_secret_env} to the whsec_ secret(s)")
+    hooks: dict[str, list[str]] = {}
+    for given in webhook_secret_env or ():
+        server, _, var = given.rpartition("=")
+        if not server.startswith(("https://", "http://")) or not var:
+            raise UsageError(
+                f"--webhook-secret-env {given}: name the server whose events the secrets sign, as URL=VAR (its MCP "
+                "URL, as calls are made to it): an event resumes only calls made to the server that signed it"
+            )
+        secrets = [s for s in os.environ.get(var, "").split(",") if s.strip()]
+        if not secrets:
+            raise UsageError(f"--webhook-secret-env {given}: set {var} to the whsec_ secret(s)")
+        hooks.setdefault(server, []).extend(secrets)
     hosts = list(allowed_host or ())
     if hosts:
         from askback.asgi import AllowedHosts

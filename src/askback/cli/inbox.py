@@ -424,14 +424,17 @@ def inbox_serve(
     token: Annotated[str | None, TOKEN] = None,
     token_server: Annotated[str | None, TOKEN_SERVER] = None,
     webhook_secret_env: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--webhook-secret-env",
-            metavar="VAR",
+            metavar="URL=VAR",
             help=(
-                "Also take the server's signed webhooks at /webhooks/askback: a call waiting on connecting an account "
-                "resumes when account.connected arrives. VAR holds the whsec_ secrets (comma-separated to rotate)."
+                "Also take the signed webhooks of the server at URL (its MCP URL, as calls are made to it) at "
+                "/webhooks/askback: a call to it waiting for an account looks again when account.connected arrives. "
+                "VAR holds the whsec_ secrets of that server's endpoint (comma-separated to rotate). Again for "
+                "another server, with its own secrets."
             ),
+            show_default=False,
         ),
     ] = None,
     allowed_host: Annotated[
@@ -475,7 +478,7 @@ def inbox_serve(
             await sign_in.start(ExtensionContext(store=runtime.store, settings=runtime.settings, clock=runtime.clock))
         app: Any = build(runtime, principal=people.principal, resume=resume, hosts=hosts)
         if hooks:
-            receiver = webhook_receiver(runtime, secrets=hooks, hosts=hosts)
+            receiver = webhook_receiver(runtime, servers=hooks, hosts=hosts)
             # The inbox answers every other path, a line break in it too (a `Mount("/")` would leave that one bare).
             app = Router(routes=[Route(RECEIVER_PATH, receiver)], default=app, redirect_slashes=False)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=False)

@@ -228,9 +228,11 @@ def tasks_cancel(
     task_id: Annotated[str, typer.Argument(help="The task id (from `askback tasks list`).")],
     database: Annotated[str | None, _DATABASE] = None,
 ) -> None:
-    """Cancel a task as `tasks/cancel` does: it ends cancelled and its effects never run; an ended task stays as is."""
+    """Cancel a task as `tasks/cancel` does: it ends cancelled and its effects never run, unless it has started one
+    (it then runs on to its result); an ended task stays as is."""
     from askback.audit.emit import instance_id
     from askback.server.tasks._runner import cancel
+    from askback.server.tasks.status import TERMINAL
 
     async def work(store: Store, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
         return await cancel(store, task_id, now=now, instance=instance_id())
@@ -238,8 +240,11 @@ def tasks_cancel(
     before, after = _with_store(database, work)
     if before is None:
         raise _unknown(task_id)
-    if after is None:
+    if after is None and before.status in TERMINAL:
         typer.echo(f"{task_id}: {before.status} already (an ended task stays as it is)")
+        return
+    if after is None:
+        typer.echo(f"{task_id}: not cancelled: it has started an effect, so it runs on and ends with its result")
         return
     typer.echo(f"{task_id}: cancelled (the instance running it stops at its next lease renewal or effect)")
 

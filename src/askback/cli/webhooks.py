@@ -1,6 +1,6 @@
 """`askback webhooks list|deliveries|redeliver|test`: the webhook endpoints and their deliveries from the command
-line. The endpoints come from the file ASKBACK_WEBHOOKS names; no listing shows a secret or a body. `--json` prints
-one JSON document."""
+line. The endpoints come from the file ASKBACK_WEBHOOKS names; no listing shows a secret or a body, and every URL is
+shown through `redacted_url` (no user name or password, no query string). `--json` prints one JSON document."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import typer
 
 from askback.cli.output import UsageError, reports_errors
 from askback.terminal_text import for_terminal
+from askback.webhooks.endpoints import redacted_url
 
 if TYPE_CHECKING:
     from askback.webhooks import Endpoint, Outbox
@@ -70,7 +71,7 @@ def webhooks_list(as_json: Annotated[bool, _JSON] = False) -> None:
     rows = [
         {
             "key": e.key,
-            "url": e.url,
+            "url": e.shown_url,
             "events": list(e.events),
             "secret_env": e.secret_env,
             "secrets": len(e.secrets),
@@ -84,7 +85,9 @@ def webhooks_list(as_json: Annotated[bool, _JSON] = False) -> None:
         typer.echo("no webhook endpoints")
     for e in _endpoints() if rows else ():
         typer.echo(
-            for_terminal(f"{e.key}  {e.url}  {','.join(e.events)}  {len(e.secrets)} secret(s) from {e.secret_env}")
+            for_terminal(
+                f"{e.key}  {e.shown_url}  {','.join(e.events)}  {len(e.secrets)} secret(s) from {e.secret_env}"
+            )
         )
 
 
@@ -103,7 +106,8 @@ def webhooks_deliveries(
 
     async def work(outbox: Outbox) -> list[dict[str, Any]]:
         found = await outbox.deliveries(status=status, limit=limit)  # type: ignore[arg-type]
-        rows = [dataclasses.asdict(d) for d in found]
+        # Rows stored before URLs were stored redacted may still hold a query string.
+        rows = [dataclasses.asdict(d) | {"url": redacted_url(d.url)} for d in found]
         if attempts:
             for row in rows:
                 row["attempt_log"] = [dataclasses.asdict(a) for a in await outbox.attempts(row["id"])]
@@ -152,7 +156,9 @@ def webhooks_redeliver(
 @webhooks_app.command("test")
 @reports_errors
 def webhooks_test(
-    url: Annotated[str, typer.Argument(help="The endpoint's URL, as in ASKBACK_WEBHOOKS.")],
+    endpoint_id: Annotated[
+        str, typer.Argument(metavar="ENDPOINT", help="The endpoint's key (see `askback webhooks list`) or its URL.")
+    ],
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Send the endpoint one signed `webhook.test` message now and say what it answered (exit 1 unless 2xx)."""
@@ -160,15 +166,18 @@ def webhooks_test(
 
     from askback.webhooks import send_test
 
-    endpoint = next((e for e in _endpoints() if e.url == url), None)
+    endpoint = next((e for e in _endpoints() if endpoint_id in (e.key, e.url)), None)
     if endpoint is None:
-        raise UsageError(f"no endpoint of ASKBACK_WEBHOOKS has the URL {url!r} (see `askback webhooks list`)")
+        raise UsageError(
+            f"no endpoint of ASKBACK_WEBHOOKS has the key or URL {redacted_url(endpoint_id)!r} (see `askback "
+            "webhooks list`)"
+        )
     result = anyio.run(send_test, endpoint)
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(result) | {"delivered": result.delivered}, indent=2))
     else:
         answer = f"HTTP {result.status}" if result.status is not None else f"no answer ({result.error})"
-        typer.echo(f"{url}: {answer}, webhook-id {result.webhook_id}")
+        typer.echo(for_terminal(f"{endpoint.shown_url}: {answer}, webhook-id {result.webhook_id}"))
     if not result.delivered:
         raise typer.Exit(1)
 

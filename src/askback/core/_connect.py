@@ -172,17 +172,19 @@ async def connect(
         # A provider that could not be reached is tried again, not the person: only the provider's refusal of
         # the grant (the account then EXPIRED) or nothing to refresh with leads to a new link.
         wanted = await accounts.recover(wanted)
-    response = record.responses.get(key)
-    answered_here = response is not None and (record.state is None or key in record.state.asked)
+    # The link's key names the account (connection and label): an agent resumes on exactly that account's event.
+    linked = connect_key(connection, label or "")
+    response = record.responses.get(linked)
+    answered_here = response is not None and (record.state is None or linked in record.state.asked)
     if wanted is not None and wanted.status == _ACTIVE:
         if answered_here and isinstance(response, ElicitResult):
-            record.events.append(FlowEvent("answered", key, "url", action=response.action))
+            record.events.append(FlowEvent("answered", linked, "url", action=response.action))
         return accounts.handle(wanted)
     status = wanted.status if wanted is not None else None
     if mode == "report":
         raise NotReady(connection, "not_connected" if status in (None, _PENDING) else "reauth_needed", label or "")
     if answered_here and isinstance(response, ElicitResult):
-        record.events.append(FlowEvent("answered", key, "url", action=response.action))
+        record.events.append(FlowEvent("answered", linked, "url", action=response.action))
         if response.action == "decline":
             raise FlowEnded(f"Cancelled: you did not connect your {connection} account.", "declined")
         if response.action == "cancel":
@@ -207,6 +209,6 @@ async def connect(
         if again
         else f"Connect your {connection} account to continue: open the link, sign in, then come back."
     )
-    question = Link(key=key, message=text)
+    question = Link(key=linked, message=text)
     record.schedule(question, question.render(message=text, url=url))
     raise NeedInput

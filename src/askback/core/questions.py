@@ -380,10 +380,22 @@ class Choice(_FormBase[Any]):
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
-def connect_key(connection: str) -> str:
-    """The key of the link `flow.connect` asks to connect `connection`. The agent runtime resumes a call parked on
-    this key when the account becomes ACTIVE, so both build it here."""
-    return "connect." + "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)[:50]
+_PLAIN_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
+
+
+def connect_key(connection: str, label: str = "") -> str:
+    """The key of the link `flow.connect` asks to connect `connection`'s account `label` (`""`: the default one, as
+    account events spell it): `connect.<connection>` for the default account; `connect.<connection>.<label>` for a
+    short plain label (letters, digits, `_` and `-`, up to 24), `connect.<connection>.-<digest>` for any other.
+    One key per account, so that the agent runtime, which builds the same key from an account event, resumes only the
+    calls waiting for exactly that account. (The key carries it because a link's `_meta` does not reach the client.)"""
+    base = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in connection)
+    if not label:
+        named = base[:50]
+    else:
+        plain = _PLAIN_LABEL.fullmatch(label) is not None
+        named = base[:30] + "." + (label if plain else "-" + hashlib.sha256(label.encode()).hexdigest()[:16])
+    return "connect." + named
 
 
 def is_loopback(host: str | None) -> bool:

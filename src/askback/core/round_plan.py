@@ -19,8 +19,11 @@ audit events, the release of its claim) and returns `Raise`. What the plan decid
 round's answers, which effects a claimed round skips (`effect_route`), the audit events of every branch, and which
 records are strict (a round that cannot record what it asked or answered fails: the audit trail has no gaps).
 
-The 2025-11-25 push path is this same plan (`RoundRequest.pushed`): the handler reruns within one call, each
-round's questions pushed (`Push`) instead of returned. The agent runtime's resume (`askback.runtime.calls`) is the
+A task's run is this same plan (`RoundRequest.task`): its state comes from the task's row and there is no claim
+(the task's lease holds the run), so it is one `RunHandler`, then the same decision, results and audit notes; the
+task's driver keeps what the run ends with in the row. The 2025-11-25 push path is this same plan too
+(`RoundRequest.pushed`): the handler reruns within one call, each round's questions pushed (`Push`) instead of
+returned. The agent runtime's resume (`askback.runtime.calls`) is the
 client's side of a round, not the server's: it has its own pure decision (`runtime.questions.resume_decision`),
 and a client's loop over rounds is `core.plan.flow_plan`.
 """
@@ -166,11 +169,13 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
             )
         )
 
-    def reply(result: CallToolResult | InputRequiredResult) -> Generator[Step, Any, Outcome]:
+    def reply(
+        result: CallToolResult | InputRequiredResult, next_state: FlowState | None = None
+    ) -> Generator[Step, Any, Outcome]:
         stored = yield from record(strict=True)
         if isinstance(stored, Failed):
             return Raise(stored.error, tuple(notes))
-        return Reply(result, tuple(notes))
+        return Reply(result, tuple(notes), next_state)
 
     def fail(failed: Failed) -> Generator[Step, Any, Outcome]:
         error = failed.error
@@ -211,7 +216,7 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
         nxt = chosen.state
         note("asked", flow_id=nxt.flow_id, round=nxt.round, keys=tuple(chosen.requests), mode=",".join(chosen.modes))
         sealed = nxt
-        if policy.hold_answers and nxt.answers and not request.pushed:
+        if policy.hold_answers and nxt.answers and not (request.pushed or request.task):
             sealed = replace(nxt, answers={}, held=True)
             until = nxt.started + limits.flow_deadline + policy.state_grace
             hold = Hold(nxt.flow_id, nxt.round, nxt.answers, until)
@@ -252,7 +257,7 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
         if isinstance(chosen, decision.Ask):
             asked(chosen)
             assert round_outcome is not None
-            return (yield from reply(InputRequiredResult.model_validate(round_outcome)))
+            return (yield from reply(InputRequiredResult.model_validate(round_outcome), chosen.state))
         if isinstance(chosen, decision.End):
             ended = yield EndResult(chosen.text)
             if isinstance(ended, Failed):
@@ -273,6 +278,10 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
 
     # -- the round --
 
+    if request.task:
+        # A task's run: its lease stands for the claim, and its deadline was checked when its answers came.
+        ran = yield RunHandler(state, request.responses, now, None)
+        return (yield from carry_out(after(ran, state)))
     recorded: decision.Recorded | None = None
     if state is not None:
         claim = yield Claim(state.flow_id, state.round)

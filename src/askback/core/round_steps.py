@@ -46,13 +46,18 @@ __all__ = [
 class RoundRequest:
     """What one request brings: whether it carried a `requestState` the SDK verified (`sealed`), askback's state in
     it (`None` when there was none or it was not askback's), its `inputResponses`, the clock reading when it came,
-    and whether its session takes questions pushed (2025-11-25) rather than in an `input_required` result."""
+    and whether its session takes questions pushed (2025-11-25) rather than in an `input_required` result.
+
+    `task`: one run of a task's handler. Its state and answers come from the task's row, not a sealed state: the
+    task's lease stands for the round's claim, its flow deadline was checked when its answers came, its answers are
+    never held, and the driver keeps what the run ends with in the row (`Reply.next_state`, the result)."""
 
     sealed: bool
     state: FlowState | None
     responses: Mapping[str, Any] | None
     now: float
     pushed: bool = False
+    task: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,10 +258,12 @@ Step = Claim | ReadHeld | RunHandler | Push | ToolResult | EndResult | Record
 
 @dataclass(frozen=True)
 class Reply:
-    """Answer `result`; `notes` go to the log and the trace."""
+    """Answer `result`; `notes` go to the log and the trace. `next_state`: when `result` asks, the flow state its
+    questions were asked under (sealed into its `requestState`), for a driver that keeps it itself (a task)."""
 
     result: CallToolResult | InputRequiredResult
     notes: tuple[Note, ...]
+    next_state: FlowState | None = None
     kind: Literal["reply"] = "reply"
 
 

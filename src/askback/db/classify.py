@@ -40,7 +40,10 @@ def unavailable_error(
         if where
         else "Nothing was done twice; retry the same request when the database is back."
     )
-    return StoreUnavailableError(f"Could not {doing}: the database{at} is unavailable ({first_line(exc)}). {advice}")
+    return StoreUnavailableError(
+        f"Could not {doing}: the database{at} is unavailable ({first_line(exc)}). {advice}",
+        public=f"Could not {doing}: the database is unavailable. Nothing was done twice; retry the same request later.",
+    )
 
 
 @contextmanager

@@ -356,25 +356,25 @@ def _runtime_options(user: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def serving_receiver(database: str, *, user: str, secret: str) -> Iterator[tuple[str, queue.Queue[Landed]]]:
-    """The demo's agent runtime on `database` (for `user`) taking the server's signed webhooks, in a thread of this
-    process, until the block ends: yields the receiver's URL and the queue each `Landed` webhook is put on."""
+def serving_receiver(database: str, *, user: str, port: int, secret: str) -> Iterator[tuple[str, queue.Queue[Landed]]]:
+    """The demo's agent runtime on `database` (for `user`), in a thread, taking the signed webhooks of the demo server
+    on `port` until the block ends: yields the receiver's URL and the queue each `Landed` webhook is put on."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     landed: queue.Queue[Landed] = queue.Queue()
     watched = _Watched(landed)
     config = uvicorn.Config(watched, log_level="warning", log_config=None, access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
+    serving_it = uvicorn.Server(config)
     opened = threading.Event()
     failed: list[AskbackError] = []
 
     async def serve() -> None:
         try:
             async with await Runtime.open(database, **_runtime_options(user)) as runtime:
-                watched.app = webhook_receiver(runtime, secrets=[secret])
+                watched.app = webhook_receiver(runtime, servers={f"http://127.0.0.1:{port}/mcp": [secret]})
                 opened.set()
-                await server.serve(sockets=[sock])
+                await serving_it.serve(sockets=[sock])
         except AskbackError as exc:
             failed.append(exc)
         finally:
@@ -390,18 +390,19 @@ def serving_receiver(database: str, *, user: str, secret: str) -> Iterator[tuple
             raise failed[0]
         yield f"http://127.0.0.1:{sock.getsockname()[1]}{RECEIVER_PATH}", landed
     finally:
-        server.should_exit = True
+        serving_it.should_exit = True
         thread.join(timeout=15)
         sock.close()
 
 
 def webhooks_file(folder: Path, receiver: str) -> Path:
     """The demo server's `ASKBACK_WEBHOOKS` file: one endpoint, the demo's receiver, sent the events on which a
-    call waiting on an account resumes, signed with the secret in `WEBHOOK_SECRET_ENV`."""
+    call waiting on an account resumes, signed with the secret in `WEBHOOK_SECRET_ENV`, and allowed on loopback."""
     path = folder / "webhooks.toml"
     events = ", ".join(f'"{e}"' for e in sorted(RESUMING_EVENTS))
     path.write_text(
-        f'[[endpoint]]\nurl = "{receiver}"\nevents = [{events}]\nsecret_env = "{WEBHOOK_SECRET_ENV}"\n',
+        f'[[endpoint]]\nurl = "{receiver}"\nevents = [{events}]\nsecret_env = "{WEBHOOK_SECRET_ENV}"\n'
+        "allow_private = true\n",  # the receiver is on this machine
         encoding="utf-8",
     )
     return path
@@ -468,12 +469,13 @@ def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Lande
 def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> int:
     prepare_database(database)
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    port = port or free_port()  # the receiver takes the events of the demo server there, and of no other
     with (
         tempfile.TemporaryDirectory(prefix="askback-demo-") as folder,
-        serving_receiver(database, user="carol", secret=secret) as (receiver, landed),
+        serving_receiver(database, user="carol", port=port, secret=secret) as (receiver, landed),
     ):
         env = {"ASKBACK_WEBHOOKS": str(webhooks_file(Path(folder), receiver)), WEBHOOK_SECRET_ENV: secret, **EXPOSE}
-        with demo_servers(workers=workers, port=port or free_port(), database=database, env=env) as url:
+        with demo_servers(workers=workers, port=port, database=database, env=env) as url:
             console.print(f"The demo server sends account.connected to the demo's agent runtime at {receiver}")
             if interactive:
                 console.print("[dim]Answer each question; an empty answer declines it. Ctrl-C stops the demo.[/]")

@@ -80,10 +80,15 @@ Outcome = Completed | Parked | Claimed
 
 @dataclass(frozen=True)
 class AccountActive:
-    """An account became ACTIVE: `principal`'s account for `connection` (from connected accounts' events)."""
+    """An account became ACTIVE: `principal`'s account `label` (`""`: the default one, as account events spell it)
+    for `connection` at `server` (the MCP URL the runtime's calls go to; `None`: the event comes from the one
+    server this runtime's calls all go to). It is a hint to look: the calls waiting for exactly that account send
+    their round back without answering the link, and the server says whether the account is connected."""
 
     principal: str
     connection: str
+    label: str = ""
+    server: str | None = None
 
 
 @dataclass(frozen=True)

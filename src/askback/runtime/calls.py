@@ -33,7 +33,6 @@ from typing import Any, Literal, cast
 
 from askback.clock import Clock, SystemClock
 from askback.core.capabilities import MRTR_REVISION
-from askback.core.questions import connect_key
 from askback.errors import (
     CallError,
     CallStateError,
@@ -42,7 +41,7 @@ from askback.errors import (
     ServerRefusedError,
     UnansweredError,
 )
-from askback.runtime import _answering, _sdk, _tasks, _wire
+from askback.runtime import _account_events, _answering, _sdk, _tasks, _wire
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Held, Outcome, Parked, Pending
 from askback.runtime.parked_calls import MIGRATIONS, CallRecord, ParkedCalls, new_call_id
 from askback.runtime.questions import (
@@ -54,6 +53,7 @@ from askback.runtime.questions import (
     Ready,
     Waiting,
     check_link,
+    look_decision,
     resume_decision,
 )
 from askback.runtime.renderers import Interactive, Renderer, declared_modes
@@ -314,7 +314,10 @@ class Runtime:
         """Send the call's parked round back if it can go (all answered, or the deadline passed: unanswered
         questions are answered `cancel`): the call completes, parks on the server's next round, or is `Claimed`
         by another process resuming it at the same moment. A finished call returns its result again."""
-        outcome = await self._resume(call_id, None)
+        return await self._resumed(call_id)
+
+    async def _resumed(self, call_id: str, *, leave_open: str | None = None) -> Outcome:
+        outcome = await self._resume(call_id, None, leave_open=leave_open)
         if isinstance(outcome, Parked) and any(isinstance(r, Interactive) for r in self.renderers):
             return await self._after(await self.calls.get(call_id), None)
         return outcome
@@ -334,7 +337,8 @@ class Runtime:
             raise ResumeDueError(outcomes, errors)
         return outcomes
 
-    async def _resume(self, call_id: str, conn: _sdk.Connection | None) -> Outcome:
+    async def _resume(self, call_id: str, conn: _sdk.Connection | None, *, leave_open: str | None = None) -> Outcome:
+        """`leave_open`: send the round with that question unanswered, to look (`questions.look_decision`)."""
         record = await self.calls.get(call_id)
         now = self.clock.now()
         if record.status == "completed":
@@ -344,7 +348,10 @@ class Runtime:
         if record.task_id is not None:
             return await _tasks.drive(self, record, conn)
         answers = await self.calls.answers(call_id, record.round)
-        decision = resume_decision(record.questions, answers, now=now, deadline=record.deadline)
+        if leave_open is None:
+            decision = resume_decision(record.questions, answers, now=now, deadline=record.deadline)
+        else:
+            decision = look_decision(record.questions, answers, open_key=leave_open)
         if isinstance(decision, Waiting):
             return self._parked(record, missing=decision.missing)
         claim = await self.calls.claim(call_id, record.round, now=now, lease=self.settings.resume_lease)
@@ -361,7 +368,9 @@ class Runtime:
                 "call %s round %d: deadline passed, cancelled %s", call_id, record.round, ", ".join(decision.cancelled)
             )
         asking = outcome.get("resultType") == "input_required"
-        if asking and record.round + 1 > self.settings.call_max_rounds:
+        # A look that finds the account still not connected is asked the same link again: not a round to count.
+        looked_again = leave_open is not None and leave_open in (outcome.get("inputRequests") or {})
+        if asking and record.round + 1 > self.settings.call_max_rounds and not looked_again:
             error = f"the server asked for round {record.round + 1}, past this runtime's cap of {self.settings.call_max_rounds} (ASKBACK_CALL_MAX_ROUNDS)"
             await self.calls.settle(
                 call_id, claim, round_=record.round, sent=_wire.responses(decision), outcome=None, error=error, now=now
@@ -415,25 +424,11 @@ class Runtime:
         self._account_hooks.append(hook)
 
     async def account_active(self, event: AccountActive) -> list[Outcome]:
-        """An account became ACTIVE: every call of that person parked on a URL question to connect that account
-        (key `connect.<connection>`, as askback servers ask) is answered `accept` and resumed. Connected
-        accounts' ACTIVE event is handed here; until account events are delivered to runtimes, call it from the
-        code that learns of the event."""
-        outcomes: list[Outcome] = []
-        wanted = connect_key(event.connection)
-        for record in [r async for page in self.calls.pages(principal=event.principal) for r in page]:
-            answered = await self.calls.answers(record.id, record.round)
-            for question in record.questions:
-                if question.mode == "url" and question.key == wanted and question.key not in answered:
-                    await self.calls.answer(
-                        record.id,
-                        record.round,
-                        question.key,
-                        Answer("accept"),
-                        by=event.principal,
-                        now=self.clock.now(),
-                    )
-                    outcomes.append(await self.resume(record.id))
+        """An account became ACTIVE, says an event: every parked call of that person, to that server, whose round
+        asks the link for exactly that account (connection and label) is sent back to look, the link unanswered:
+        the server reads the account's real status and goes on, or asks for the account again, and the call parks
+        again, waiting as before (`askback.runtime._account_events`). The hooks of `on_account_active` run after."""
+        outcomes = await _account_events.account_active(self, event)
         for hook in self._account_hooks:
             await hook(event)
         return outcomes

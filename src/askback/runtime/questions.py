@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import ada_url
 
-from askback.core.questions import is_loopback
+from askback.core.questions import connect_key, is_loopback
 from askback.errors import UnsafeLinkError
 from askback.runtime.forms import problem_text, schema_problems
 
@@ -38,7 +38,9 @@ __all__ = [
     "ParkedQuestion",
     "Ready",
     "Waiting",
+    "account_question",
     "check_link",
+    "look_decision",
     "pending_questions",
     "resume_decision",
     "safe_link",
@@ -235,6 +237,26 @@ def resume_decision(
         responses = {q.key: answers.get(q.key, Answer("cancel")) for q in questions}
         return Ready(responses, cancelled=missing)
     return Waiting(missing)
+
+
+def look_decision(
+    questions: tuple[ParkedQuestion, ...], answers: Mapping[str, Answer], *, open_key: str
+) -> Waiting | Ready:
+    """A round sent back to look whether an account is connected now: every question but `open_key` answered, and
+    `open_key` sent with no answer, so that the server reads the account's real status and goes on, or asks again.
+    An `accept` would say that the person finished, which an event about the account cannot know."""
+    missing = tuple(q.key for q in questions if q.key != open_key and q.key not in answers)
+    if missing:
+        return Waiting(missing)
+    return Ready({q.key: answers[q.key] for q in questions if q.key != open_key})
+
+
+def account_question(questions: tuple[ParkedQuestion, ...], *, connection: str, label: str) -> ParkedQuestion | None:
+    """The URL question of a round that waits for exactly `connection`'s account `label` (`""`: the default one), as
+    askback's servers ask it: under `connect_key(connection, label)`. A call parked before labelled links had keys of
+    their own waits under the default account's key, and so for the default account only."""
+    key = connect_key(connection, label)
+    return next((q for q in questions if q.mode == "url" and q.key == key), None)
 
 
 @dataclass(frozen=True)

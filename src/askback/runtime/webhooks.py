@@ -2,17 +2,20 @@
 
 A call parked on a `connect.<name>` URL question waits for a person to come back and say they are done. A server's
 connected accounts know sooner: when the account becomes ACTIVE they send `account.connected` (or
-`account.recovered`), and this receiver answers the parked question `accept` and resumes the call
-(`Runtime.account_active`), without anyone answering it.
+`account.recovered`), and this receiver sends back the calls waiting for exactly that account (that server, that
+principal, that connection, that label) with the link unanswered (`Runtime.account_active`): the server looks at the
+account and goes on, or asks for it again, and the call waits again. Nobody answers the question.
 
-    app = webhook_receiver(runtime, secrets=["whsec_..."])      # POST only; mount it where the server sends
-    await resume_on_account_events(runtime, accounts.events())  # runtime and server in one process
+    app = webhook_receiver(runtime, servers={"https://tools.example.com/mcp": ["whsec_..."]})  # POST only
+    await resume_on_account_events(runtime, accounts.events(), server="https://tools.example.com/mcp")
 
 A request is believed only when its signature is (https://www.standardwebhooks.com): HMAC-SHA256, keyed with the
 base64 secret after `whsec_`, over `{webhook-id}.{webhook-timestamp}.{body}`, matching one of the `v1,<base64>`
-signatures of `webhook-signature` under any configured secret (several while one is rotated), compared in constant
+signatures of `webhook-signature` under a configured secret (several while one is rotated), compared in constant
 time, with a timestamp within `tolerance` seconds of now either way. Anything else is 401 with a short reason, and
-nothing is done. `verify` is that decision as a pure function of the headers, the body, the keys and the time.
+nothing is done. `verify` is that decision as a pure function of the headers, the body, the keys and the time. Each
+server has its own secrets: the one whose secret signed the event is the server it speaks for, and only calls made
+to that server are sent back (`signed_by` picks it, as a pure function too).
 
 Exactly once: the `webhook-id` is claimed in the runtime's store (`askback_runtime_webhooks`) before anything is done,
 so of two processes given the same webhook, or of a webhook and its redelivery, one acts and the others answer 200
@@ -26,8 +29,8 @@ from __future__ import annotations
 import json
 import logging
 import secrets as _random
-from collections.abc import AsyncIterable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
 
 import anyio
@@ -41,8 +44,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from askback.asgi import API_HEADERS, AllowedHosts, CappedBody, HostGuard, SecurityHeaders
 from askback.clock import Clock
-from askback.core.questions import connect_key
-from askback.errors import AskbackError, CallStateError
+from askback.core._connect import MAX_LABEL_LENGTH
+from askback.errors import AskbackError, ConfigurationError
 from askback.runtime._models import WebhookRow
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
 from askback.runtime.calls import Runtime
@@ -62,6 +65,7 @@ __all__ = [
     "keys",
     "resume_for",
     "resume_on_account_events",
+    "signed_by",
     "verify",
     "webhook_receiver",
 ]
@@ -69,14 +73,13 @@ __all__ = [
 log = logging.getLogger("askback.runtime.webhooks")
 
 RECEIVER_PATH = "/webhooks/askback"
-"""Where `askback inbox serve --webhook-secret-env VAR` serves the receiver."""
+"""Where `askback inbox serve --webhook-secret-env URL=VAR` serves the receiver."""
 
 RESUMING_EVENTS = frozenset({"account.connected", "account.recovered"})
 """The event types on which a call parked on connecting that account is resumed."""
 
 _MAX_BODY = 256 * 1024
 _MAX_ID = 255
-_RACES = 3  # another process answering the same question at the same moment: look again this many times
 
 
 # Verification: pure ---------------------------------------------------------------------------------------------
@@ -84,7 +87,8 @@ _RACES = 3  # another process answering the same question at the same moment: lo
 
 @dataclass(frozen=True)
 class AccountReady:
-    """A verified event on which calls are resumed: its type (of `RESUMING_EVENTS`) and whose account it is."""
+    """A verified event on which calls are resumed: its type (of `RESUMING_EVENTS`) and whose account it is (the
+    server, from the secret that signed it, is added by the receiver)."""
 
     type: str
     account: AccountActive
@@ -108,7 +112,8 @@ class Unreadable:
 
 
 def account_event(body: bytes) -> AccountReady | Ignored | Unreadable:
-    """What a verified body asks of the runtime."""
+    """What a verified body asks of the runtime. `data.label` is the account's label, `""` (or absent, from an
+    older sender) for the default account."""
     try:
         event = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -123,7 +128,25 @@ def account_event(body: bytes) -> AccountReady | Ignored | Unreadable:
     connection = data.get("connection") if isinstance(data, dict) else None
     if not isinstance(principal, str) or not isinstance(connection, str) or not principal or not connection:
         return Unreadable(f"{type_} without data.principal and data.connection")
-    return AccountReady(type_, AccountActive(principal, connection))
+    label = data.get("label", "") if isinstance(data, dict) else ""
+    if not isinstance(label, str) or len(label) > MAX_LABEL_LENGTH:
+        return Unreadable(f"{type_} whose data.label is not a label (a string of at most {MAX_LABEL_LENGTH})")
+    return AccountReady(type_, AccountActive(principal, connection, label))
+
+
+def signed_by(
+    headers: Mapping[str, str], body: bytes, *, servers: Mapping[str, tuple[bytes, ...]], now: float, tolerance: float
+) -> tuple[str, Verified] | Refused:
+    """Which configured server signed the request (`servers`: each server's URL and its keys), with the verdict;
+    `Refused` when none did (the reason of the first server's refusal: they differ only in whose keys were tried)."""
+    refused: Refused | None = None
+    for server, server_keys in servers.items():
+        verdict = verify(headers, body, keys=server_keys, now=now, tolerance=tolerance)
+        if isinstance(verdict, Verified):
+            return server, verdict
+        refused = refused or verdict
+    assert refused is not None
+    return refused
 
 
 # Resuming -------------------------------------------------------------------------------------------------------
@@ -141,39 +164,27 @@ class AccountEvent(Protocol):
     @property
     def connection(self) -> str: ...
 
+    @property
+    def label(self) -> str: ...
+
 
 async def resume_for(runtime: Runtime, event: AccountActive) -> list[Outcome]:
-    """Resume every call of `event.principal` that waits on connecting `event.connection`: those whose question is
-    still open (`Runtime.account_active` answers it `accept`), and those whose question was answered but whose round
-    was not sent (an earlier attempt that failed or ran out of time). Safe to repeat, and to run in two processes at
-    once: a call's round is sent once, and a finished call is not parked any more."""
-    for attempt in range(_RACES):
-        try:
-            outcomes = await runtime.account_active(event)
-            break
-        except CallStateError:
-            # Another process answered or resumed the same call between our read and our write: read again.
-            if attempt == _RACES - 1:
-                raise
-    done = {o.call_id for o in outcomes}
-    wanted = connect_key(event.connection)
-    for record in [r async for page in runtime.calls.pages(principal=event.principal) for r in page]:
-        if record.id in done or record.waiting or wanted not in {q.key for q in record.questions}:
-            continue
-        if wanted in await runtime.calls.answers(record.id, record.round):
-            outcomes.append(await runtime.resume(record.id))
-    return outcomes
+    """Send back every call waiting for exactly `event`'s account (`Runtime.account_active`). Safe to repeat, and to
+    run in two processes at once: a call's round is sent once (its resume is claimed in the store), a finished call
+    is not parked any more, and a call whose account is still not connected waits again with the server's link."""
+    return await runtime.account_active(event)
 
 
-async def resume_on_account_events(runtime: Runtime, events: AsyncIterable[AccountEvent]) -> None:
-    """Resume the calls waiting on an account whenever `events` (e.g. the connected accounts' `events()`, when
-    runtime and server share a process) says it became ACTIVE, until `events` ends. A resume that fails is logged
-    and the next event is taken: the call stays parked for the next event, or for `askback inbox resume`."""
+async def resume_on_account_events(runtime: Runtime, events: AsyncIterable[AccountEvent], *, server: str) -> None:
+    """Resume the calls to `server` (its MCP URL, as the calls are made to it) waiting for exactly an account
+    whenever `events` (that server's connected accounts' `events()`, when runtime and server share a process) says
+    it became ACTIVE, until `events` ends. A resume that fails is logged and the next event is taken: the call stays
+    parked for the next event, or for `askback inbox resume`."""
     async for event in events:
         if event.type not in RESUMING_EVENTS:
             continue
         try:
-            await resume_for(runtime, AccountActive(event.principal, event.connection))
+            await resume_for(runtime, AccountActive(event.principal, event.connection, event.label, server))
         except AskbackError:
             log.warning("resuming on %s for %s/%s failed", event.type, event.principal, event.connection, exc_info=True)
 
@@ -231,10 +242,10 @@ class _Receiver:
     """The receiver over one runtime: verify, claim the webhook id, resume, answer."""
 
     def __init__(
-        self, runtime: Runtime, keys: tuple[bytes, ...], tolerance: float, clock: Clock, timeout: float
+        self, runtime: Runtime, servers: dict[str, tuple[bytes, ...]], tolerance: float, clock: Clock, timeout: float
     ) -> None:
         self.runtime = runtime
-        self.keys = keys
+        self.servers = servers
         self.tolerance = tolerance
         self.clock = clock
         self.timeout = timeout
@@ -258,16 +269,18 @@ class _Receiver:
             body = await request.body()
         except HTTPException as exc:
             return _json(exc.status_code, reason="the body is too large")
-        verdict = verify(request.headers, body, keys=self.keys, now=self.clock.now(), tolerance=self.tolerance)
-        if isinstance(verdict, Refused):
-            log.info("webhook refused: %s", verdict.reason)
-            return _json(401, reason=verdict.reason)
+        found = signed_by(request.headers, body, servers=self.servers, now=self.clock.now(), tolerance=self.tolerance)
+        if isinstance(found, Refused):
+            log.info("webhook refused: %s", found.reason)
+            return _json(401, reason=found.reason)
+        server, verdict = found
         event = account_event(body)
         if isinstance(event, Ignored):
             return Response(status_code=204)
         if isinstance(event, Unreadable):
             return _json(400, reason=event.reason)
-        return await self.resume(verdict.webhook_id, event)
+        # The event speaks for the server whose secret signed it, and for no other.
+        return await self.resume(verdict.webhook_id, AccountReady(event.type, replace(event.account, server=server)))
 
     async def resume(self, webhook_id: str, event: AccountReady) -> Response:
         runtime = self.runtime
@@ -298,24 +311,41 @@ class _Receiver:
             )
 
 
+def _server_keys(servers: Mapping[str, Sequence[str]]) -> dict[str, tuple[bytes, ...]]:
+    if not servers:
+        raise ConfigurationError("the webhook receiver needs the servers it takes events from, each with its secrets")
+    found = {server: keys(secrets) for server, secrets in servers.items()}
+    owners: dict[bytes, str] = {}
+    for server, server_keys in found.items():
+        for key in server_keys:
+            if owners.setdefault(key, server) != server:
+                raise ConfigurationError(
+                    f"two servers ({owners[key]} and {server}) are given one webhook secret: give each server's "
+                    "endpoint a secret of its own, so that an event says which server sent it"
+                )
+    return found
+
+
 def webhook_receiver(
     runtime: Runtime,
     *,
-    secrets: Sequence[str],
+    servers: Mapping[str, Sequence[str]],
     tolerance: float = 300,
     clock: Clock | None = None,
     resume_timeout: float = 10.0,
     max_body: int = _MAX_BODY,
     hosts: Sequence[str] = (),
 ) -> ASGIApp:
-    """An ASGI app taking Standard Webhooks POSTs for `runtime`: `account.connected` and `account.recovered` resume
-    the calls waiting on that account (200, with each call's status), other events are ignored (204), a repeat of a
-    webhook id does nothing again (200, `duplicate`). Refused: a signature none of `secrets` (`whsec_...`) made, or a
-    timestamp more than `tolerance` seconds from now (401); a body over `max_body` bytes (413); a signed body that is
-    not an event (400). A resume that fails or takes over `resume_timeout` seconds answers 503, for the sender to
-    retry. `clock` defaults to the runtime's. A secret that is not `whsec_<base64>` is `ConfigurationError`.
+    """An ASGI app taking Standard Webhooks POSTs for `runtime` from `servers` (each server's MCP URL, as the calls
+    are made to it, with the `whsec_...` secrets its endpoint signs with): `account.connected` and
+    `account.recovered` send back the calls to the server that signed it waiting for exactly that account (200, with
+    each call's status), other events are ignored (204), a repeat of a webhook id does nothing again (200,
+    `duplicate`). Refused: a signature no configured secret made, or a timestamp more than `tolerance` seconds from
+    now (401); a body over `max_body` bytes (413); a signed body that is not an event (400). A resume that fails or
+    takes over `resume_timeout` seconds answers 503, for the sender to retry. `clock` defaults to the runtime's. A
+    secret that is not `whsec_<base64>`, no server, or one secret given to two servers is `ConfigurationError`.
     A request for a host other than the loopback names, the runtime's configured ones (`ASKBACK_ALLOWED_HOSTS`,
     `ASKBACK_PUBLIC_URL`'s) and `hosts` is refused (421) before anything is read (`askback.asgi.HostGuard`)."""
-    receiver = _Receiver(runtime, keys(secrets), tolerance, clock or runtime.clock, resume_timeout)
+    receiver = _Receiver(runtime, _server_keys(servers), tolerance, clock or runtime.clock, resume_timeout)
     allowed = AllowedHosts.configured(runtime.settings, hosts)
     return SecurityHeaders(HostGuard(CappedBody(receiver, limit=max_body), allowed=allowed), headers=API_HEADERS)

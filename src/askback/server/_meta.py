@@ -57,6 +57,8 @@ __all__ = [
 T = TypeVar("T")
 
 META_TOOLS = ("search_tools", "get_tool", "check_readiness", "connect_account", "execute_tool")
+# How many connections one check_readiness may name (each is read from the store).
+_MAX_CONNECTIONS = 64
 
 
 # --- what the meta-tools answer (their output schemas) -----------------------------------------------------------
@@ -206,6 +208,8 @@ class _Meta:
     ) -> Annotated[CallToolResult, ExecuteToolResult] | InputRequiredResult:
         app = self.app
         tool = self._tool(name)
+        # A required task tool answers here what its direct call answers (the tasks extension decides).
+        app.tasks.refuse_without_extension(tool.name, ctx.request_context)
         try:
             kwargs = tool.arguments(arguments or {})
         except ValidationError as exc:
@@ -249,6 +253,8 @@ class _Meta:
 
     @staticmethod
     def _names(connections: Sequence[str]) -> list[str]:
+        if len(connections) > _MAX_CONNECTIONS:
+            raise ToolError(f"Name at most {_MAX_CONNECTIONS} connections at once.")
         try:
             return list(checked_connections("check_readiness", connections))
         except DefinitionError as exc:

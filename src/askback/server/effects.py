@@ -13,7 +13,10 @@ replay and the original produce the same result.
 
 Inside a round whose claim this attempt holds (`askback.server.round`), an effect the ledger has not seen runs
 without this claim (the round's claim already excludes every other attempt of the flow) and is recorded with the
-round's end; `run_once` is for an effect found still claimed, and for calls outside a claimed round.
+round's end; `run_once` is for an effect found still claimed, and for calls outside a claimed round. A task's run
+(`askback.server.tasks`) claims each effect in one transaction with the task's row: only while the task is still
+working under that run's lease, so that a cancel either comes before the claim (the effect never starts) or finds
+it taken (the task runs on to its result).
 """
 
 from __future__ import annotations
@@ -27,11 +30,16 @@ from askback.audit.emit import instance_id
 from askback.clock import Clock
 from askback.core.flow import as_json
 from askback.errors import DefinitionError, EffectInProgressError
-from askback.store import Store
+from askback.store import EffectClaim, Store
 
-__all__ = ["run_once", "wait_until_settled"]
+__all__ = ["ClaimEffect", "run_once", "wait_until_settled"]
 
 _T = TypeVar("_T")
+
+ClaimEffect = Callable[[str, str, float, "float | None"], Awaitable[EffectClaim]]
+"""Take the claim of effect `name` of flow `flow_id` at `at` with `lease`, as `Store.claim_effect` does, under a
+condition of the caller's: a task's run claims its effects only while the task is still its own (one transaction
+with the task's row), and raises when it is not."""
 
 
 async def run_once(
@@ -44,10 +52,16 @@ async def run_once(
     wait: float,
     lease: float | None = None,
     finished: list[tuple[str, Any]] | None = None,
+    claim_with: ClaimEffect | None = None,
 ) -> Any:
     """Run `fn` unless this flow's effect `name` ran already. With `finished`, the outcome of a run this call wins is
-    appended there instead of being written now, for the caller to write with the rest of its round."""
-    claim = await store.claim_effect(flow_id, name, instance=instance_id(), at=clock.now(), lease=lease)
+    appended there instead of being written now, for the caller to write with the rest of its round. `claim_with`
+    takes the claim instead of the store's plain one (a task's: only while the task is still the run's)."""
+    at = clock.now()
+    if claim_with is not None:
+        claim = await claim_with(flow_id, name, at, lease)
+    else:
+        claim = await store.claim_effect(flow_id, name, instance=instance_id(), at=at, lease=lease)
     if claim.status == "done":
         return claim.outcome
     if claim.status == "won":
@@ -85,7 +99,9 @@ async def run_once(
         ) from None
     if seen is None:
         # The first attempt failed and released its claim: this attempt may run it.
-        return await run_once(store, flow_id, name, fn, clock=clock, wait=wait, lease=lease, finished=finished)
+        return await run_once(
+            store, flow_id, name, fn, clock=clock, wait=wait, lease=lease, finished=finished, claim_with=claim_with
+        )
     return seen.outcome
 
 

@@ -213,7 +213,8 @@ class _ScopeGuard:
     """A `tools/call` of a tool declared with `scopes=` whose caller's token lacks one of them is refused with 403
     and `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` (RFC 6750 section 3.1), so a client can
     ask its user for the scopes and call again; the tool never runs. Only requests to a tool with scopes are read
-    here, and only when the app has such a tool."""
+    here, and only when the app has such a tool. With the META exposure served (`meta`), `execute_tool` of such a
+    tool is refused the same way: one tool, one answer, whichever way it is called."""
 
     def __init__(
         self,
@@ -222,11 +223,13 @@ class _ScopeGuard:
         path: str,
         scopes: dict[str, tuple[str, ...]],
         metadata_url: Callable[[HTTPConnection], str | None],
+        meta: bool = False,
     ) -> None:
         self.app = app
         self.path = path
         self.scopes = scopes
         self.metadata_url = metadata_url
+        self.meta = meta
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.scopes or scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
@@ -236,6 +239,9 @@ class _ScopeGuard:
         message = _parsed(body)
         params = message.get("params")
         name = params.get("name") if isinstance(params, dict) else None
+        if self.meta and name == "execute_tool" and isinstance(params, dict):
+            arguments = params.get("arguments")
+            name = arguments.get("name") if isinstance(arguments, dict) else None
         needed = self.scopes.get(name, ()) if message.get("method") == "tools/call" and isinstance(name, str) else ()
         if needed:
             user = scope.get("user")
@@ -469,7 +475,15 @@ def build_app(
             ),
             Middleware(AuthContextMiddleware),
         ]
-    middleware.append(Middleware(_ScopeGuard, path=_MCP_PATH, scopes=server.tool_scopes, metadata_url=metadata_url))
+    middleware.append(
+        Middleware(
+            _ScopeGuard,
+            path=_MCP_PATH,
+            scopes=server.tool_scopes,
+            metadata_url=metadata_url,
+            meta=server.expose != "direct",
+        )
+    )
     routes: list[Any] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

@@ -3,20 +3,23 @@
 The round is a plan (`askback.core.round_plan`): a generator of steps that decides everything (claims, held answers,
 which effects run, what is recorded and audited, what the call answers). This module performs each step's I/O
 against the store, the handler and the SDK session, and sends the result back, until the plan returns. It reads
-nothing of the app: everything it needs is in one frozen `RoundConfig`, built once per app.
+nothing of the app: everything it needs is in one frozen `RoundConfig`, built once per app. A task's run
+(`run_task_round`) is driven through the same plan and steps; its state lives in the task's row instead of a sealed
+`requestState`, so nothing is claimed or recorded here, and the task's driver keeps what the run ends with.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, ClientCapabilities, InputRequiredResult, TextContent
 
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
@@ -30,12 +33,12 @@ from askback.core.state import FlowState
 from askback.db.classify import DRIVER_ERRORS, unavailable_error
 from askback.errors import AskbackError, DefinitionError
 from askback.errors import ToolError as AskbackToolError
-from askback.server.effects import run_once, wait_until_settled
+from askback.server.effects import ClaimEffect, run_once, wait_until_settled
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes, modern, push_questions
-from askback.store import HeldAnswers, RoundRecord, Store
+from askback.store import Completion, HeldAnswers, RoundRecord, Store
 
-__all__ = ["Handler", "RoundConfig", "run_round"]
+__all__ = ["Abandoned", "Handler", "RoundConfig", "TaskRun", "failure", "run_round", "run_task_round"]
 
 logger = logging.getLogger("askback")
 
@@ -79,7 +82,7 @@ async def run_round(
     """Drive one round's plan to its outcome: answer it, or raise its error (askback's own, or the handler's).
     `caller`: who the request's token names (`None` on an unauthenticated transport)."""
     plaintext = ctx.request_state
-    io = _RoundIO(config, handler, arguments, ctx, caller)
+    io = _RoundIO(config, handler, arguments, caller, capabilities=ctx.client_capabilities, ctx=ctx)
     request = plan.RoundRequest(
         sealed=plaintext is not None,
         state=FlowState.decode(plaintext) if plaintext is not None else None,
@@ -87,17 +90,7 @@ async def run_round(
         now=io.now,
         pushed=not modern(ctx.protocol_version),
     )
-    steps = plan.round_plan(request, config.policy)
-    try:
-        step = next(steps)
-        while True:
-            step = steps.send(await io.perform(step))
-    except StopIteration as stop:
-        outcome: plan.Outcome = stop.value
-    finally:
-        if io.accounts is not None:
-            with anyio.CancelScope(shield=True):
-                await io.accounts.aclose()
+    outcome = await io.drive(request)
     for note in outcome.notes:
         emit(io.audit(note))
     if isinstance(outcome, plan.Raise):
@@ -105,21 +98,80 @@ async def run_round(
     return outcome.result
 
 
+class Abandoned(BaseException):
+    """A task's run is no longer wanted (its task was cancelled, or taken over by another instance): raised by its
+    effect claim, it stops the run, which writes nothing."""
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """How one run of a task's handler went: the plan's outcome (`Reply`: the result, or the questions with
+    `next_state`; `Raise`: the handler's or askback's error) and the audit events of its notes, for the task's
+    driver to write once it has kept the outcome in the task's row."""
+
+    outcome: plan.Outcome
+    events: tuple[AuditEvent, ...]
+
+
+async def run_task_round(
+    config: RoundConfig,
+    handler: Handler,
+    arguments: dict[str, Any],
+    caller: Caller | None,
+    *,
+    capabilities: ClientCapabilities | None,
+    state: FlowState,
+    responses: Mapping[str, Any],
+    claim_effect: ClaimEffect,
+) -> TaskRun:
+    """One run of a task's handler through the same plan as an MRTR round (`RoundRequest.task`): the same
+    validation and re-asking, results, limits and audit notes. The flow state and answers come from the task's row;
+    each effect is claimed through `claim_effect` (which raises `Abandoned` once the task is no longer the run's).
+    Nothing is written here: the task's driver keeps the outcome in the row, then writes `events`."""
+    io = _RoundIO(config, handler, arguments, caller, capabilities=capabilities, claim_effect=claim_effect)
+    request = plan.RoundRequest(sealed=True, state=state, responses=responses, now=io.now, task=True)
+    outcome = await io.drive(request)
+    return TaskRun(outcome, tuple(io.audit(note) for note in outcome.notes))
+
+
+def failure(tool: str, error: BaseException) -> CallToolResult | MCPError:
+    """What a call of `tool` answers when its round raised `error`, exactly as an MRTR call does: askback's boundary
+    (`_tools.at_mcp_boundary`), then the SDK's (`Tool.run` and its `tools/call` handler). A JSON-RPC error stays one;
+    a tool error reads "Error executing tool <tool>: <its text>"; anything else is a crash, whose text stays on the
+    server: "Error executing tool <tool>"."""
+    if isinstance(error, AskbackError):
+        if not error.tool_error:
+            return error.to_mcp_error()
+        error = ToolError(str(error))
+    if isinstance(error, MCPError):
+        return error
+    text = f"Error executing tool {tool}"
+    if isinstance(error, ToolError | ResourceError):
+        text += f": {error}"
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
 class _RoundIO:
-    """Performs the steps of one round's plan; holds only what the request gave it."""
+    """Performs the steps of one round's plan; holds only what the request gave it (`ctx`: the SDK's context of an
+    MRTR request; a task's run has none, and claims its effects through `claim_effect`)."""
 
     def __init__(
         self,
         config: RoundConfig,
         handler: Handler,
         arguments: dict[str, Any],
-        ctx: Context[Any, Any],
         caller: Caller | None,
+        *,
+        capabilities: ClientCapabilities | None,
+        ctx: Context[Any, Any] | None = None,
+        claim_effect: ClaimEffect | None = None,
     ) -> None:
         self.config = config
         self.handler = handler
         self.arguments = arguments
+        self.capabilities = capabilities
         self.ctx = ctx
+        self.claim_effect = claim_effect
         self.caller = caller
         principal = self.principal = caller.principal if caller is not None else None
         self.now = config.clock.now()
@@ -127,6 +179,21 @@ class _RoundIO:
         # Connected accounts as this caller sees them (when the app has them), closed when the round ends.
         self.accounts = None if config.accounts is None else config.accounts(principal)
         self._events: dict[int, tuple[plan.Note, AuditEvent]] = {}
+
+    async def drive(self, request: plan.RoundRequest) -> plan.Outcome:
+        """Perform the plan's steps until it returns its outcome."""
+        steps = plan.round_plan(request, self.config.policy)
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(await self.perform(step))
+        except StopIteration as stop:
+            outcome: plan.Outcome = stop.value
+        finally:
+            if self.accounts is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.accounts.aclose()
+        return outcome
 
     def audit(self, note: plan.Note) -> AuditEvent:
         # A note is written with the round's records and then logged: made into an event once.
@@ -147,7 +214,7 @@ class _RoundIO:
             action=note.action,
             content=note.content,
             outcome=note.outcome,
-            detail=note.detail,
+            detail=note.detail if note.detail is not None or self.claim_effect is None else _IN_A_TASK.get(note.event),
             instance=self.instance,
         )
         self._events[id(note)] = (note, event)
@@ -165,6 +232,7 @@ class _RoundIO:
                 found = await (await self.config.store()).held_answers(step.flow_id, step.round)
                 return None if found is None else self.config.answer_seal.open(step.flow_id, step.round, found)
             if isinstance(step, plan.Push):
+                assert self.ctx is not None
                 return await push_questions(
                     step,
                     session=self.ctx.request_context.session,
@@ -215,7 +283,7 @@ class _RoundIO:
         flow = core_flow.Flow(
             tool=self.handler.tool,
             arguments=self.arguments,
-            capabilities=self.ctx.client_capabilities,
+            capabilities=self.capabilities,
             state=step.state,
             responses=step.responses,
             now=step.now,
@@ -233,6 +301,8 @@ class _RoundIO:
         fn = self.handler.fn
         try:
             outcome = await core_flow.run(flow, lambda: fn(**kwargs), new_id=self.config.new_id)
+        except Abandoned:
+            raise
         except BaseException as exc:
             error, unavailable = exc, False
             if isinstance(exc, DRIVER_ERRORS):
@@ -253,6 +323,9 @@ class _RoundIO:
         return plan.Ran(outcome, effects=tuple(effects.finished), new_effects=tuple(effects.new))
 
     async def _record(self, step: plan.Record) -> Any:
+        if self.claim_effect is not None:
+            # A task's run: its driver keeps the outcome in the task's row, with the audit events, once it ends.
+            return None if step.result is None else Completion(step.result, first=True)
         seal = self.config.answer_seal
         hold = step.hold
         held = None
@@ -320,8 +393,14 @@ class _Effects:
             clock=config.clock,
             wait=config.effect_wait,
             lease=config.effect_lease,
-            finished=self.finished,
+            # A task's effect is recorded as soon as it ran: the task's row, not a round, says how far it got.
+            finished=None if self.io.claim_effect is not None else self.finished,
+            claim_with=self.io.claim_effect,
         )
+
+
+# The audit trail tells a task's rounds from an MRTR call's by these details (docs/audit.md).
+_IN_A_TASK = {"asked": "in a task", "completed": "a task"}
 
 
 def _detail(exc: BaseException) -> str:

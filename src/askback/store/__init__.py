@@ -14,7 +14,7 @@ ones only by `askback db upgrade`, so that one deliberate step changes a shared 
 This module is the face; the parts are private: `_store` (opening, schema, database-wide locks), `_flows` (the
 ledgers, the end of a round as one `RoundRecord`, held answers), `_audit_log` (the audit trail and its chains),
 `_events` (the event log every instance reads: `append_event` in a product's transaction, `StoredEvent`s read by
-cursor) and `_base` (the connection and SQLite's fast path).
+cursor), `hold_lock` (a lock by name inside a product's transaction) and `_base` (the connection and SQLite's fast path).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from askback.store._base import MIGRATIONS
 from askback.store._events import StoredEvent, append_event
 from askback.store._flows import HeldAnswers, RoundRecord
-from askback.store._store import Store
+from askback.store._store import Store, hold_lock
 from askback.store.ledger import Completion, EffectClaim, RoundClaim
 
 __all__ = [
@@ -35,4 +35,5 @@ __all__ = [
     "Store",
     "StoredEvent",
     "append_event",
+    "hold_lock",
 ]

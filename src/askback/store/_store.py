@@ -21,11 +21,28 @@ from askback.store._base import MIGRATIONS
 from askback.store._events import Events
 from askback.store._flows import Flows
 
-__all__ = ["Store"]
+__all__ = ["Store", "hold_lock"]
 
 # Any fixed number, the same in every askback process: the PostgreSQL advisory lock that migrators queue on.
 _PG_MIGRATION_LOCK = 0x61736B62
 _PG_SETUP_LOCK = 0x61736B63
+
+
+_ADVISORY = text("SELECT pg_advisory_xact_lock(:key)")
+
+
+def _lock_number(key: str) -> int:
+    """The same signed 64-bit number for `key` in every process (Python's own `hash` of a str differs per process)."""
+    return int.from_bytes(hashlib.sha256(f"askback.lock:{key}".encode()).digest()[:8], "big", signed=True)
+
+
+def hold_lock(conn: Connection, key: str) -> None:
+    """Inside a product's transaction (`Store.transaction(..., immediate=True)`'s `conn`): hold the lock named `key`
+    among every process sharing the database until the transaction ends, for a count-then-insert that must not
+    interleave with another (a cap per principal). PostgreSQL: the advisory lock of `key`'s number, so other keys
+    go on; SQLite: the immediate transaction already holds the database's write lock."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(_ADVISORY, {"key": _lock_number(key)})
 
 
 class Store(Events, Flows):
@@ -112,8 +129,7 @@ class Store(Events, Flows):
         through any other connection would wait for this one), and commit early with `await conn.commit()` if the
         commit must not be cancelled with the block."""
         engine = self._engine.execution_options(**{BEGIN_IMMEDIATE: True})
-        # The same signed 64-bit number in every process (Python's own `hash` of a str differs per process).
-        number = int.from_bytes(hashlib.sha256(f"askback.lock:{key}".encode()).digest()[:8], "big", signed=True)
+        number = _lock_number(key)
         with self._reachable(f"take the lock {key!r}"):
             async with engine.begin() as conn:
                 if conn.dialect.name == "postgresql":

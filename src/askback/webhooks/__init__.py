@@ -10,6 +10,8 @@ app = Askback("mail", extensions=[Webhooks.from_settings()])   # endpoints from 
 Names are imported on first use, so that importing this module loads neither SQLAlchemy nor httpx. The parts:
 
 - `endpoints`: the endpoints, their event filters and secrets, read from TOML and checked (no I/O but the file);
+- `_destinations`: where a webhook may go, a pure decision on an address or a URL's host; `_guard` applies it to
+  every address the dispatcher connects to;
 - `signing`: the message body, its `webhook-id` and the signed headers (pure);
 - `schedule`: when a failed delivery is tried again, and when it is given up (pure);
 - `outbox`: the cursors, deliveries and attempts in the store, claimed with leases;

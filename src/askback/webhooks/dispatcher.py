@@ -41,6 +41,7 @@ from anyio.abc import TaskGroup
 from askback.clock import Clock, SystemClock
 from askback.errors import AskbackError, ConfigurationError
 from askback.store import Store
+from askback.webhooks._guard import Resolve, guarded_transport, origin
 from askback.webhooks.endpoints import Endpoint
 from askback.webhooks.outbox import Attempt, Claimed, DeliveryStatus, Outbox, Source
 from askback.webhooks.schedule import RetryAt, RetrySchedule
@@ -61,8 +62,13 @@ _BATCH = 500
 _CLAIM = 32
 
 
-def _http_client(timeout: float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+def _http_client(timeout: float, endpoints: Sequence[Endpoint], resolve: Resolve | None = None) -> httpx.AsyncClient:
+    """The one client webhooks are sent with: it connects only where `_destinations` allows (the private
+    destinations of `endpoints` that say `allow_private` besides), resolving names with `resolve` (the system's by
+    default), and ignores the environment's proxies, which would connect on its behalf where it cannot check."""
+    allowed = [origin(endpoint.url) for endpoint in endpoints if endpoint.allow_private]
+    transport = guarded_transport(allowed, resolve=resolve)
+    return httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport)
 
 
 async def _post(
@@ -146,7 +152,7 @@ class Dispatcher:
         self.per_endpoint = per_endpoint
         self.instance = instance or f"{socket.gethostname()[:40]}:{secrets.token_hex(4)}"
         self._own_http = http is None
-        self._http = http or _http_client(timeout)
+        self._http = http or _http_client(timeout, self.endpoints)
         self._by_key = {endpoint.key: endpoint for endpoint in self.endpoints}
         # The lowest event cursor the last `collect` left: a newer event wakes `wait`.
         self._seen: int | None = None
@@ -350,7 +356,7 @@ async def send_test(
     at = (clock or SystemClock()).now()
     msg_id = f"msg_test{secrets.token_hex(6)}_{endpoint.key}"
     body = message_body("webhook.test", at, {"url": endpoint.url})
-    client = http or _http_client(TIMEOUT)
+    client = http or _http_client(TIMEOUT, (endpoint,))
     try:
         headers = signed_headers(endpoint.keys, msg_id, int(at), body)
         status, error = await _post(client, endpoint.url, headers, body, clock=clock or SystemClock(), within=TIMEOUT)

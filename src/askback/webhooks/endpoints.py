@@ -6,12 +6,18 @@ events each one is sent. Plain data, no I/O but reading the file and the environ
 url = "https://hooks.example.com/askback"
 events = ["account.*", "audit.rejected"]
 secret_env = "HOOKS_SECRET"          # "whsec_...", or several comma-separated while rotating
+# allow_private = true               # only for a receiver on this machine or a private network
 ```
 
 An endpoint is sent the events it names: exact names (`account.connected`) or a whole family (`account.*`). The
 audit family is opt-in: only an endpoint that names `audit.*` or an `audit.<kind>` is sent audit events. Every
 value is checked when the endpoint is made, and a wrong one is a `ConfigurationError` naming the field (never a
 secret's value).
+
+Where a URL may point is `_destinations`' decision: a literal private, loopback, link-local, ... address or a
+cloud metadata name is refused here, unless the endpoint says `allow_private`; names are judged again, by the
+addresses they resolve to, when the dispatcher connects. A URL never carries a user name or password, and
+`redacted_url` is how every URL is shown: in logs, listings, errors and the delivery rows.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from urllib.parse import urlsplit
 from askback.audit.event import EventKind
 from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError
+from askback.webhooks._destinations import host_problem
 
-__all__ = ["ACCOUNT_EVENTS", "AUDIT_EVENTS", "Endpoint", "load_endpoints", "matches"]
+__all__ = ["ACCOUNT_EVENTS", "AUDIT_EVENTS", "Endpoint", "load_endpoints", "matches", "redacted_url"]
 
 ACCOUNT_EVENTS = tuple(
     f"account.{kind}" for kind in ("connected", "refreshed", "expired", "error", "recovered", "revoked")
@@ -41,6 +48,30 @@ _FAMILIES = {"account": ACCOUNT_EVENTS, "audit": AUDIT_EVENTS}
 # Standard Webhooks: a secret is 24 to 64 random bytes, base64 after the `whsec_` prefix.
 _PREFIX = "whsec_"
 _MIN_SECRET, _MAX_SECRET = 24, 64
+_FIELDS = ("url", "events", "secret_env", "allow_private")
+_REDACTED = "[redacted]"
+
+
+def redacted_url(url: str) -> str:
+    """`url` as it may be shown, logged or stored: without its user name and password and with its query string
+    and fragment replaced by `[redacted]` (tokens live there). The one place that decides how a webhook URL is
+    shown."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return f"{_REDACTED} (a URL that cannot be parsed)"
+    if parts.netloc and host is None:
+        return f"{_REDACTED} (a URL that cannot be parsed)"
+    netloc = parts.netloc.rpartition("@")[2]
+    if "@" in parts.netloc:
+        netloc = f"{_REDACTED}@{netloc}"
+    shown = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else f"{netloc}{parts.path}"
+    if parts.query or url.rstrip("#").endswith("?"):
+        shown += f"?{_REDACTED}"
+    if parts.fragment:
+        shown += f"#{_REDACTED}"
+    return shown
 
 
 def matches(patterns: Sequence[str], event_type: str) -> bool:
@@ -50,22 +81,36 @@ def matches(patterns: Sequence[str], event_type: str) -> bool:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One receiver: its `url` (https; plain http only on loopback), the `events` it is sent (exact names or
-    `family.*`), and its `secrets` (`whsec_<base64>`: each signs every delivery, so that a receiver can move to a
-    new one before the old one is removed). `secret_env` names where the secrets came from, for listings."""
+    """One receiver: its `url` (https; plain http only on loopback; never a user name or password), the `events` it
+    is sent (exact names or `family.*`), and its `secrets` (`whsec_<base64>`: each signs every delivery, so that a
+    receiver can move to a new one before the old one is removed). `secret_env` names where the secrets came from,
+    for listings. `allow_private` lets the URL point at this machine or a private network (loopback, private,
+    link-local, CGNAT addresses...), refused otherwise; a cloud metadata service is refused all the same."""
 
-    url: str
+    url: str = field(repr=False)
     events: Sequence[str]
     secrets: Sequence[str] = field(repr=False)
     secret_env: str | None = None
+    allow_private: bool = False
 
     def __post_init__(self) -> None:
-        where = f"the webhook endpoint {self.url!r}"
+        where = f"the webhook endpoint {self.shown_url!r}"
         object.__setattr__(self, "events", tuple(self.events))
         object.__setattr__(self, "secrets", tuple(s.strip() for s in self.secrets if s.strip()))
-        _check_url(self.url, where)
+        _check_url(self.url, where, allow_private=self.allow_private)
         _check_events(self.events, where)
         _check_secrets(self.secrets, where, self.secret_env)
+
+    def __repr__(self) -> str:
+        return (
+            f"Endpoint(url={self.shown_url!r}, events={self.events!r}, secret_env={self.secret_env!r}, "
+            f"allow_private={self.allow_private!r})"
+        )
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as it may be shown (`redacted_url`)."""
+        return redacted_url(self.url)
 
     @property
     def key(self) -> str:
@@ -89,16 +134,31 @@ class Endpoint:
         return matches(self.events, event_type)
 
 
-def _check_url(url: str, where: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme == "https" and parts.hostname:
-        return
-    if parts.scheme == "http" and is_loopback(parts.hostname):
-        return
-    raise ConfigurationError(
-        f"{where}: `url` must be an https URL (plain http only on loopback, for development); set it to the "
-        "receiver's https address"
-    )
+def _check_url(url: str, where: str, *, allow_private: bool) -> None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (parses the port: a wrong one raises)
+    except ValueError:
+        raise ConfigurationError(f"{where}: `url` is not a URL; set it to the receiver's https address") from None
+    if "@" in parts.netloc:
+        raise ConfigurationError(
+            f"{where}: `url` carries a user name or password, which would be logged and stored with it; remove it "
+            "and let the receiver check the signature (`webhook-signature`) instead"
+        )
+    if not ((parts.scheme == "https" and parts.hostname) or (parts.scheme == "http" and is_loopback(parts.hostname))):
+        raise ConfigurationError(
+            f"{where}: `url` must be an https URL (plain http only on loopback, for development); set it to the "
+            "receiver's https address"
+        )
+    problem = host_problem(parts.hostname or "", allow_private=allow_private)
+    if problem is not None:
+        remedy = (
+            "a webhook never goes to a cloud metadata service; set it to the receiver's address"
+            if host_problem(parts.hostname or "", allow_private=True) is not None
+            else "point it at the receiver's public address, or set `allow_private = true` on the endpoint if it is "
+            "meant to be reached on this machine or a private network"
+        )
+        raise ConfigurationError(f"{where}: `url` may not point there ({problem}); {remedy}")
 
 
 def _check_events(events: Sequence[str], where: str) -> None:
@@ -143,8 +203,9 @@ def _secret_problem(secret: str) -> str | None:
 
 
 def load_endpoints(path: str | Path, *, environ: Mapping[str, str] | None = None) -> tuple[Endpoint, ...]:
-    """The endpoints of the TOML file at `path`: `[[endpoint]]` tables with `url`, `events` and `secret_env` (the
-    environment variable holding the endpoint's secrets, comma-separated). Refused (`ConfigurationError`) when the
+    """The endpoints of the TOML file at `path`: `[[endpoint]]` tables with `url`, `events`, `secret_env` (the
+    environment variable holding the endpoint's secrets, comma-separated) and, optionally, `allow_private` (true to
+    let it point at this machine or a private network). Refused (`ConfigurationError`) when the
     file cannot be read, a field is missing or wrong, a variable is unset, or two endpoints share a URL."""
     env = os.environ if environ is None else environ
     try:
@@ -164,8 +225,8 @@ def load_endpoints(path: str | Path, *, environ: Mapping[str, str] | None = None
     for endpoint in endpoints:
         if endpoint.url in seen:
             raise ConfigurationError(
-                f"the webhooks file {str(path)!r} has two endpoints for {endpoint.url!r}; make them one, listing "
-                "every event it is sent"
+                f"the webhooks file {str(path)!r} has two endpoints for {endpoint.shown_url!r}; make them one, "
+                "listing every event it is sent"
             )
         seen.add(endpoint.url)
     return endpoints
@@ -173,11 +234,12 @@ def load_endpoints(path: str | Path, *, environ: Mapping[str, str] | None = None
 
 def _endpoint(table: dict[str, Any], number: int, env: Mapping[str, str], path: str | Path) -> Endpoint:
     where = f"the webhooks file {str(path)!r}, endpoint {number}"
-    unknown = sorted(set(table) - {"url", "events", "secret_env"})
+    unknown = sorted(set(table) - set(_FIELDS))
     if unknown:
-        raise ConfigurationError(
-            f"{where}: unknown field(s) {', '.join(unknown)}; the fields are url, events, secret_env"
-        )
+        raise ConfigurationError(f"{where}: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(_FIELDS)}")
+    allow_private = table.get("allow_private", False)
+    if not isinstance(allow_private, bool):
+        raise ConfigurationError(f"{where}: `allow_private` is true or false (without quotes)")
     url, events, secret_env = table.get("url"), table.get("events"), table.get("secret_env")
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"{where}: `url` is missing; set it to the receiver's https address")
@@ -190,4 +252,6 @@ def _endpoint(table: dict[str, Any], number: int, env: Mapping[str, str], path: 
         raise ConfigurationError(
             f"{where}: `secret_env` names {secret_env}, which is not set; set it to the endpoint's `whsec_` secret"
         )
-    return Endpoint(url=url, events=events, secrets=value.split(","), secret_env=secret_env)
+    return Endpoint(
+        url=url, events=events, secrets=value.split(","), secret_env=secret_env, allow_private=allow_private
+    )

@@ -27,7 +27,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from askback.core.caller import split_scopes
 from askback.store import Store
 from askback.webhooks._models import AttemptRow, CursorRow, DeliveryRow
-from askback.webhooks.endpoints import Endpoint
+from askback.webhooks.endpoints import Endpoint, redacted_url
 from askback.webhooks.signing import message_body, webhook_id
 
 __all__ = ["Attempt", "Claimed", "Delivery", "DeliveryStatus", "Outbox", "Source", "SourceEvent"]
@@ -221,7 +221,7 @@ class Outbox:
     async def start_cursor(self, endpoint: Endpoint, source: Source, at: int) -> None:
         """Give `endpoint` a cursor at `at` in `source` unless it has one: an endpoint is sent what happens after it
         was first configured, not the history before."""
-        values = {"endpoint": endpoint.key, "source": source, "cursor": at, "url": endpoint.url}
+        values = {"endpoint": endpoint.key, "source": source, "cursor": at, "url": redacted_url(endpoint.url)}
 
         def write(conn: Any) -> None:
             conn.execute(_START_CURSOR[conn.dialect.name], values)
@@ -255,7 +255,7 @@ class Outbox:
         rows = [
             {
                 "endpoint": endpoint.key,
-                "url": endpoint.url,
+                "url": redacted_url(endpoint.url),  # for listings and logs; attempts are sent to the endpoint's
                 "source": source,
                 "event_id": event.id,
                 "type": event.type,

@@ -19,33 +19,41 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver.server import require_client_extension
-from mcp_types import CallToolRequestParams, ElicitResult, RequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, ElicitResult, InputResponse, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from askback.core.caller import missing_scopes
 from askback.core.questions import AnswerRejected, Question
 from askback.core.state import FlowState, RecordedAnswer
-from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError
+from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
 from askback.server.auth import caller_of
 from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
-from askback.server.tasks._runner import TaskRunner, cancel, lapse
+from askback.server.tasks._runner import TaskRunner, cancel, lapse, task_config
 from askback.server.tasks.status import TERMINAL, TaskStatus
 from askback.store import Store
 
 if TYPE_CHECKING:
     from askback.server.app import Askback
 
-__all__ = ["TASKS_EXTENSION", "TasksExtension", "iso_time", "new_task_id", "task_view"]
+__all__ = ["CANCEL_META", "TASKS_EXTENSION", "TasksExtension", "iso_time", "new_task_id", "task_view"]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 _PRUNE_EVERY = 60.0
+# Where a `tasks/cancel` acknowledgement says what the cancel did (SEP-2663 keeps the task's fields out of it).
+CANCEL_META = "askback/cancel"
+_NOT_CANCELLED = (
+    "Not cancelled: the task had already started its work (an effect), so it runs on and ends with its result. "
+    "Read it with tasks/get."
+)
+_ENDED = "Not cancelled: the task had ended already. Read how with tasks/get."
 
 
 class TaskIdParams(RequestParams):
@@ -54,6 +62,26 @@ class TaskIdParams(RequestParams):
 
 class TaskUpdateParams(TaskIdParams):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+_ANSWER: TypeAdapter[Any] = TypeAdapter(cast(Any, InputResponse))
+
+
+def _answers(given: Mapping[str, Any], outstanding: Mapping[str, Any]) -> dict[str, Any]:
+    """The answers `given` to the keys the task waits on, as JSON, each validated as the SDK validates an MRTR
+    call's `inputResponses` (-32602, the same error, when one is not an answer: the task stays as it was). Answers
+    to other keys are ignored, whatever they hold."""
+    answers: dict[str, Any] = {}
+    for wire, raw in given.items():
+        if wire not in outstanding:
+            continue
+        try:
+            answer = _ANSWER.validate_python(raw)
+        except ValidationError:
+            # What the SDK answers an MRTR `tools/call` whose `inputResponses` do not validate.
+            raise MCPError(code=INVALID_PARAMS, message="Invalid request parameters", data="") from None
+        answers[wire] = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return answers
 
 
 def new_task_id() -> str:
@@ -98,6 +126,14 @@ def _unknown(task_id: str) -> Exception:
         f"Invalid params: there is no task {task_id[:6]}... for this caller (unknown, expired, or another user's). "
         "Call the tool again to start a new task."
     ).to_mcp_error()
+
+
+def _too_many(most: int) -> LimitReachedError:
+    return LimitReachedError(
+        f"Too many tasks: you already hold {most} tasks that have not ended, the most one caller may hold. Wait for "
+        "one to end (tasks/get) or cancel one (tasks/cancel), then call the tool again.",
+        limit=most,
+    )
 
 
 def _principal() -> str | None:
@@ -158,7 +194,7 @@ class TasksExtension(Extension):
 
     def __init__(self, app: Askback) -> None:
         self.app = app
-        self.runner = TaskRunner(app)
+        self.runner = TaskRunner(lambda: task_config(app))
         self._pruned_at = float("-inf")
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -167,6 +203,14 @@ class TasksExtension(Extension):
             MethodBinding("tasks/update", TaskUpdateParams, _on_the_wire(self._update)),
             MethodBinding("tasks/cancel", TaskIdParams, _on_the_wire(self._cancel)),
         )
+
+    def refuse_without_extension(self, tool: str, ctx: ServerRequestContext[Any, Any]) -> None:
+        """The one rule for a task tool run where no task can be made: a `task="required"` tool whose request does not
+        declare the extension is refused with -32021 naming it (SEP-2575), whether it is called directly or through
+        the META exposure's `execute_tool`. Any other tool may run inline."""
+        declared = self.app.task_tools.get(tool)
+        if declared is not None and declared[0] == "required" and not _declares(ctx):
+            require_client_extension(ctx, TASKS_EXTENSION)
 
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -185,8 +229,7 @@ class TasksExtension(Extension):
             return await call_next(ctx)
         support, asks_first = declared
         if not _declares(ctx):
-            if support == "required":
-                require_client_extension(ctx, TASKS_EXTENSION)
+            self.refuse_without_extension(params.name, ctx)
             return await call_next(ctx)
         if support == "optional" and params.request_state is not None:
             # A retry of an MRTR flow that began without the extension: its answers are in its state, and a new task
@@ -233,7 +276,8 @@ class TasksExtension(Extension):
             lease_owner=self.runner.owner,
             lease_until=now + settings.task_lease,
         )
-        await insert_task(store, record)
+        if not await insert_task(store, record, most=settings.tasks_per_principal):
+            raise _too_many(settings.tasks_per_principal)
         self.runner.start(record.task_id)
         return {"resultType": "task", **task_view(record)}
 
@@ -298,7 +342,7 @@ class TasksExtension(Extension):
         store = await self.app.store()
         now = self.app.clock.now()
         owner, lease = self.runner.owner, self.app.settings.task_lease
-        given = params.input_responses
+        given = _answers(params.input_responses, record.outstanding)
         late = self.runner.past_deadline(record, now)
 
         def answer(r: TaskRecord) -> TaskRecord | None:
@@ -331,12 +375,23 @@ class TasksExtension(Extension):
         return {}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
+        """The empty acknowledgement SEP-2663 asks for, telling in its `_meta` (`askback/cancel`) what the cancel
+        did: the task's status after it, and a message when it had ended already or had started an effect."""
         record = await self._mine(params.task_id)
         if record.status in TERMINAL:
-            return {}
+            return _cancel_ack(record, _ENDED)
         store = await self.app.store()
         now = self.app.clock.now()
+        before, after = await cancel(store, record.task_id, now=now, instance=self.runner.owner)
+        if after is not None:
+            self.runner.stop(record.task_id)
+            return _cancel_ack(after, None)
+        found = before or record
+        return _cancel_ack(found, _ENDED if found.status in TERMINAL else _NOT_CANCELLED)
 
-        await cancel(store, record.task_id, now=now, instance=self.runner.owner)
-        self.runner.stop(record.task_id)
-        return {}
+
+def _cancel_ack(record: TaskRecord, message: str | None) -> HandlerResult:
+    told: dict[str, Any] = {"status": str(record.status)}
+    if message is not None:
+        told["message"] = message
+    return {"_meta": {CANCEL_META: told}}

@@ -10,21 +10,35 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 
 from askback.core.caller import split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
-from askback.store import Store
+from askback.store import EffectClaim, Store, hold_lock
 from askback.store._models import TaskRow
+from askback.store.ledger import EFFECTS, flow_effects
 
-__all__ = ["TaskRecord", "cancelled", "change", "insert_task", "prune", "read_task"]
+__all__ = ["TaskRecord", "cancel", "cancelled", "change", "claim_effect", "insert_task", "prune", "read_task"]
+
+# How often an effect's claim is tried again when the row it collided with vanished (released) before it was read.
+_RACE_ATTEMPTS = 5
 
 _TASKS = cast(Table, TaskRow.__table__)
 _t = _TASKS.c
 
 _INSERT = insert(_TASKS)
+# The tasks of one principal (anonymous callers together) that have neither ended nor expired.
+_LIVE = (
+    select(func.count())
+    .select_from(_TASKS)
+    .where(
+        _t.principal.is_not_distinct_from(bindparam("b_principal")),
+        or_(*(_t.status == str(s) for s in TaskStatus if s not in TERMINAL)),
+        _t.expires_at >= bindparam("b_now"),
+    )
+)
 _READ = select(_TASKS).where(_t.task_id == bindparam("b_task_id"))
 _READ_LOCKED = _READ.with_for_update()
 _PRUNE = delete(_TASKS).where(_t.expires_at < bindparam("b_now"))
@@ -70,10 +84,11 @@ class TaskRecord:
         return dataclasses.replace(self, **changes)
 
 
-def cancelled(record: TaskRecord, now: float) -> TaskRecord | None:
+def cancelled(record: TaskRecord, now: float, *, started: bool = False) -> TaskRecord | None:
     """What a cancel (`tasks/cancel`, `askback tasks cancel`) makes of the task: `cancelled`, with nothing outstanding
-    and no lease; a task that has ended stays as it is (`None`)."""
-    if record.status in TERMINAL:
+    and no lease. A task that has ended stays as it is (`None`), and so does one that `started` an effect: once an
+    effect is claimed, the task runs on to its result, so that "cancelled" always means no effect ran."""
+    if record.status in TERMINAL or started:
         return None
     return record.moved(
         status=TaskStatus.CANCELLED,
@@ -143,10 +158,23 @@ def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-async def insert_task(store: Store, record: TaskRecord) -> None:
-    """Write a new task; committed when this returns."""
+async def insert_task(store: Store, record: TaskRecord, *, most: int) -> bool:
+    """Write a new task, committed when this returns, unless its principal already holds `most` tasks that have
+    neither ended nor expired: then `False`, and nothing is written. The count and the insert are one transaction
+    under a lock of the principal (SQLite's write lock; on PostgreSQL an advisory lock keyed by the principal), so
+    two instances creating tasks for one principal at once cannot both pass the cap."""
     row = _row(record)
-    await store.transaction(lambda conn: conn.execute(_INSERT, row), doing="create a task")
+
+    def write(conn: Any) -> bool:
+        hold_lock(conn, f"tasks of {record.principal!r}")
+        held = conn.execute(_LIVE, {"b_principal": record.principal, "b_now": record.created_at}).scalar_one()
+        if held >= most:
+            return False
+        conn.execute(_INSERT, row)
+        return True
+
+    written: bool = await store.transaction(write, doing="create a task", immediate=True)
+    return written
 
 
 async def read_task(store: Store, task_id: str, *, now: float) -> TaskRecord | None:
@@ -167,13 +195,27 @@ async def change(
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
     """In one transaction: read the task, let `decide` say what it becomes (`None`: nothing changes) and write that.
     Returns (the task as it was read, the task as written or `None`); an expired task reads as `None`."""
+    return await _change(store, task_id, lambda _conn, record: decide(record), now=now)
 
+
+async def cancel(store: Store, task_id: str, *, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
+    """The row change of a cancel (`cancelled`), told in the same transaction whether the task has claimed any
+    effect (`claim_effect` takes the same lock first): (the task as it was read, the task cancelled or `None`)."""
+
+    def decide(conn: Any, record: TaskRecord) -> TaskRecord | None:
+        return cancelled(record, now, started=bool(flow_effects(conn, record.flow.flow_id)))
+
+    return await _change(store, task_id, decide, now=now)
+
+
+async def _change(
+    store: Store, task_id: str, decide: Callable[[Any, TaskRecord], TaskRecord | None], *, now: float
+) -> tuple[TaskRecord | None, TaskRecord | None]:
     def run(conn: Any) -> tuple[TaskRecord | None, TaskRecord | None]:
-        row = conn.execute(_READ_LOCKED, {"b_task_id": task_id}).first()
-        if row is None or row.expires_at < now:
+        before = _locked(conn, task_id, now)
+        if before is None:
             return None, None
-        before = _record(row)
-        after = decide(before)
+        after = decide(conn, before)
         if after is None or after == before:
             return before, None
         values = _row(after)
@@ -182,3 +224,35 @@ async def change(
         return before, after
 
     return await store.transaction(run, doing="change a task", immediate=True)
+
+
+async def claim_effect(
+    store: Store, task_id: str, *, owner: str, flow_id: str, name: str, at: float, lease: float | None
+) -> EffectClaim | None:
+    """Claim effect `name` of the task's flow (as `Store.claim_effect` does) in one transaction with the task's row,
+    only while the task is still `working` under `owner`'s lease: `None` when it is not (cancelled, ended, or taken
+    over), and then nothing is claimed. A cancel takes the same lock, so it either comes first and the effect never
+    starts, or finds the effect claimed."""
+
+    def run(conn: Any) -> EffectClaim | bool | None:
+        record = _locked(conn, task_id, at)
+        if record is None or record.status != TaskStatus.WORKING or record.lease_owner != owner:
+            return False
+        return EFFECTS.try_claim(conn, flow_id, name, instance=owner, at=at, lease=lease)
+
+    for _ in range(_RACE_ATTEMPTS):
+        found = await store.transaction(run, doing=f"claim the effect {name!r} of a task", immediate=True)
+        if found is False:
+            return None
+        if isinstance(found, EffectClaim):
+            return found
+    # Each time the claim collided with another attempt that released it before it could be read: it is busy.
+    return EffectClaim("running")
+
+
+def _locked(conn: Any, task_id: str, now: float) -> TaskRecord | None:
+    """The task, its row locked until the transaction ends (on SQLite, the transaction holds the write lock)."""
+    row = conn.execute(_READ_LOCKED, {"b_task_id": task_id}).first()
+    if row is None or row.expires_at < now:
+        return None
+    return _record(row)

@@ -1,59 +1,73 @@
 """Running a task's handler in the background, on whichever instance holds the task's lease.
 
-A task is run as a flow whose state lives in its row instead of a sealed `requestState`: each run reruns the handler
-from the top with the answers so far (`askback.core.flow`, the same validation and re-asking as MRTR), and ends in
-one decision (`settle`): completed with the tool result, failed with a JSON-RPC error, or waiting for answers
-(`input_required`) with the questions under wire keys never used before in the task (`<key>.<round>`). Effects go
-through `flow.once`, keyed by the task's own flow id, so a run taken over after a crash gets the recorded outcome
-instead of running it again.
+A task is run as a flow whose state lives in its row instead of a sealed `requestState`. Each run goes through the
+same round plan as an MRTR call (`askback.server.round.run_task_round`, `RoundRequest.task`): the handler reruns
+from the top with the answers so far, with the same validation and re-asking, limits (`decide`'s "Stopped"), error
+mapping (`failure`: a crash reads "Error executing tool <name>", never the exception's text) and audit notes. Its
+outcome ends in one decision (`settle`): completed with the tool result, failed with a JSON-RPC error, or waiting for
+answers (`input_required`) with the questions under wire keys never used before in the task (`<key>.<round>`).
+The run is given a frozen `TaskConfig` (the app's `RoundConfig`, its tools, the lease), not the app.
 
-While the handler runs, the instance renews the task's lease every third of `ASKBACK_TASK_LEASE`. A renewal that
-finds the task no longer its own (cancelled, or taken over after a stall) stops the run; an effect is not started
-once the task is cancelled; and a run's end is written only while the task is still `working` under this lease.
+Effects go through `flow.once`, keyed by the task's own flow id, so a run taken over after a crash gets the recorded
+outcome instead of running it again. Each effect is claimed in one transaction with the task's row, only while the
+task is still `working` under this run's lease (`_rows.claim_effect`); a cancel takes the same lock and ends the task
+only while none of its effects is claimed (`_rows.cancelled`). So a cancel either comes first (the run stops at its
+next effect, which never starts) or finds an effect started (the task runs on and ends with its result): a
+`cancelled` task never ran an effect. While the handler runs, the instance renews the task's lease every third of
+`ASKBACK_TASK_LEASE`; a renewal that finds the task no longer its own stops the run, and a run's end is written only
+while the task is still `working` under this lease.
 
-The limits of an MRTR flow hold inside a task, decided by the same functions (`askback.core.round`): a run that
-would ask one round more than `ASKBACK_MAX_ROUNDS` ends the task with `decide`'s "Stopped" result, and a task still
-waiting for answers once its flow deadline has passed (`overdue`, measured as `admit` measures it) ends with the
-"Expired" result, without its handler running again, when the next `tasks/update` or `tasks/get` finds it so.
+A task still waiting for answers once its flow deadline has passed (`overdue`, measured as `admit` measures it) ends
+with the "Expired" result, without its handler running again, when the next `tasks/update` or `tasks/get` finds it
+so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, ClientCapabilities, ElicitResult, TextContent
+from mcp_types import CallToolResult, ClientCapabilities, ElicitResult
 from pydantic import ValidationError
 
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
-from askback.core import flow as core_flow
+from askback.core import round_plan as plan
 from askback.core.caller import Caller, split_principal
-from askback.core.round import End, Limits, admit, decide
+from askback.core.round import End, Limits, admit
+from askback.core.state import FlowState
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
-from askback.server.effects import run_once
-from askback.server.tasks._rows import TaskRecord, cancelled, change, read_task
+from askback.server.round import Abandoned, Handler, RoundConfig, TaskRun, failure, run_task_round
+from askback.server.tasks import _rows
+from askback.server.tasks._rows import TaskRecord, change, read_task
 from askback.server.tasks.status import TaskStatus
+from askback.store import EffectClaim
 
 if TYPE_CHECKING:
     from askback.server.app import Askback
     from askback.store import Store
 
-__all__ = ["RunEnd", "TaskRunner", "audit_events", "cancel", "lapse", "overdue", "settle", "wire_result"]
+__all__ = [
+    "RunEnd",
+    "TaskConfig",
+    "TaskRunner",
+    "TaskTool",
+    "audit_events",
+    "cancel",
+    "lapse",
+    "overdue",
+    "settle",
+    "wire_result",
+]
 
 logger = logging.getLogger("askback")
-
-
-class _Abandoned(BaseException):
-    """The task is no longer this run's (cancelled, or its lease lost): stop without writing anything."""
 
 
 def wire_result(result: CallToolResult) -> dict[str, Any]:
@@ -65,15 +79,43 @@ def _error(exc: MCPError) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class TaskTool:
+    """What a task needs of one tool: its handler, and how its stored arguments become the handler's (validated
+    as the SDK validates a call's)."""
+
+    handler: Handler
+    arguments: Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """What every task run of one app is carried out with: the rounds' configuration, the task tools, the lease."""
+
+    round: RoundConfig
+    tools: Callable[[str], TaskTool]
+    lease: float
+
+
+def task_config(app: Askback) -> TaskConfig:
+    """The app's `TaskConfig`, from its `RoundConfig` (built on first use, once every extension is in)."""
+
+    def tool(name: str) -> TaskTool:
+        entry = app.catalogue[name]
+        return TaskTool(entry.handler, entry.arguments)
+
+    return TaskConfig(round=app.round_config, tools=tool, lease=app.settings.task_lease)
+
+
+@dataclass(frozen=True)
 class RunEnd:
-    """How one run of a task's handler ended, for `settle`: a tool result, a JSON-RPC error, or questions.
-    `reason`: why the flow ended before its handler returned (`declined`, or a limit: `too_many_rounds`, `expired`),
-    which the audit records as the outcome, as it does for MRTR."""
+    """How one run of a task's handler ended, for `settle`: a tool result, a JSON-RPC error, or questions (`asked`,
+    by the flow's key, asked under `next_state`). `reason`: why the flow ended before its handler returned (a limit:
+    `expired`; `cancelled`), which the audit records as the outcome, as it does for MRTR."""
 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
-    asked: core_flow.Asked | None = None
-    events: tuple[core_flow.FlowEvent, ...] = ()
+    asked: Mapping[str, Any] | None = None
+    next_state: FlowState | None = None
     reason: str | None = None
 
 
@@ -106,14 +148,13 @@ def lapse(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord | None
 
 def _finished(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord:
     done: dict[str, Any] = {"lease_owner": None, "lease_until": None, "updated_at": now, "responses": {}}
-    if ended.asked is not None:
-        asked = ended.asked
-        n = asked.next_state.round
-        outstanding = {f"{key}.{n}": {"key": key, "request": request} for key, request in asked.requests.items()}
+    if ended.asked is not None and ended.next_state is not None:
+        n = ended.next_state.round
+        outstanding = {f"{key}.{n}": {"key": key, "request": request} for key, request in ended.asked.items()}
         return record.moved(
             status=TaskStatus.INPUT_REQUIRED,
             status_message="Waiting for your answer.",
-            flow=asked.next_state,
+            flow=ended.next_state,
             outstanding=outstanding,
             **done,
         )
@@ -123,32 +164,21 @@ def _finished(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord:
 
 
 def audit_events(record: TaskRecord, ended: RunEnd, *, at: float, instance: str) -> list[AuditEvent]:
-    """What the audit trail records of a run that moved the task to `record`: the answers it took, then the
-    questions it asked or how the task ended (`outcome`: its status)."""
-    base: dict[str, Any] = {
-        "at": at,
-        "tool": record.tool,
-        "flow_id": record.flow.flow_id,
-        "principal": record.principal,
-        "instance": instance,
-        "scopes": record.scopes or None,
-    }
-    events = [
-        AuditEvent("answered", keys=(e.key,), mode=e.mode, action=e.action, content=_content(e), **base)
-        for e in ended.events
-        if e.kind == "answered"
-    ]
-    if record.status == TaskStatus.INPUT_REQUIRED:
-        keys = tuple(sorted(record.outstanding))
-        events.append(AuditEvent("asked", round=record.flow.round, keys=keys, detail="in a task", **base))
-    else:
-        outcome = ended.reason or str(record.status)
-        events.append(AuditEvent("completed", outcome=outcome, detail="a task", **base))
-    return events
-
-
-def _content(event: core_flow.FlowEvent) -> dict[str, Any] | None:
-    return None if event.content is None else dict(event.content)
+    """What the audit trail records of a task that ended without its handler running (`record`: cancelled, or
+    expired while it waited): its `completed` event, whose outcome is the reason, or else the task's status."""
+    outcome = ended.reason or str(record.status)
+    event = AuditEvent(
+        "completed",
+        at=at,
+        tool=record.tool,
+        flow_id=record.flow.flow_id,
+        principal=record.principal,
+        instance=instance,
+        scopes=record.scopes or None,
+        outcome=outcome,
+        detail="a task",
+    )
+    return [event]
 
 
 def _response(raw: Any) -> Any:
@@ -158,13 +188,40 @@ def _response(raw: Any) -> Any:
         return raw
 
 
+def ended_by(tool: str, outcome: plan.Outcome) -> RunEnd | None:
+    """What a task's run comes to, from its plan's outcome: the result or the questions it answers, or the JSON-RPC
+    error or tool error an MRTR call of `tool` would answer for the same exception (`failure`). `None` when the run
+    is to be retried (the database, or an effect still running elsewhere: the lease runs out and the next
+    `tasks/get` reruns it) or stopped (cancelled)."""
+    if isinstance(outcome, plan.Reply):
+        result = outcome.result
+        if isinstance(result, CallToolResult):
+            return RunEnd(result=wire_result(result))
+        # As an MRTR call puts them on the wire.
+        asked = result.model_dump(by_alias=True, exclude_none=True, mode="json")["inputRequests"]
+        return RunEnd(asked=asked, next_state=outcome.next_state)
+    error = outcome.error
+    if _retried(error) or isinstance(error, Abandoned | asyncio.CancelledError):
+        return None
+    answer = failure(tool, error)
+    if isinstance(answer, MCPError):
+        return RunEnd(error=_error(answer))
+    return RunEnd(result=wire_result(answer))
+
+
+def _retried(error: BaseException) -> bool:
+    """Whether a run that raised `error` is tried again (the task stays `working` until its lease runs out)."""
+    return isinstance(error, EffectInProgressError | StoreUnavailableError)
+
+
 async def cancel(
     store: Store, task_id: str, *, now: float, instance: str
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
-    """The one cancel of `tasks/cancel` and `askback tasks cancel`: the row change `cancelled` makes and, when it
-    ended the task, the audit trail's `completed` event for it (outcome `cancelled`). The task before and after the
-    change (after is `None` when the task had ended already or is unknown)."""
-    before, after = await change(store, task_id, lambda r: cancelled(r, now), now=now)
+    """The one cancel of `tasks/cancel` and `askback tasks cancel`: the row change `cancelled` makes (none once the
+    task has claimed an effect) and, when it ended the task, the audit trail's `completed` event for it (outcome
+    `cancelled`). The task before and after the change (after is `None` when the task had ended already, had
+    started an effect, or is unknown)."""
+    before, after = await _rows.cancel(store, task_id, now=now)
     if after is not None:
         events = audit_events(after, RunEnd(reason="cancelled"), at=now, instance=instance)
         for event in events:
@@ -174,11 +231,19 @@ async def cancel(
 
 
 class TaskRunner:
-    """The tasks this instance runs: started after a create, an answer that completes a round, or a takeover."""
+    """The tasks this instance runs: started after a create, an answer that completes a round, or a takeover.
+    `config`: the app's `TaskConfig`, asked for when a task first needs it (the app builds it once)."""
 
-    def __init__(self, app: Askback) -> None:
-        self.app = app
+    def __init__(self, config: Callable[[], TaskConfig]) -> None:
+        self._make_config = config
+        self._config: TaskConfig | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def config(self) -> TaskConfig:
+        if self._config is None:
+            self._config = self._make_config()
+        return self._config
 
     @property
     def owner(self) -> str:
@@ -187,7 +252,7 @@ class TaskRunner:
 
     @property
     def lease(self) -> float:
-        return self.app.settings.task_lease
+        return self.config.lease
 
     def running(self, task_id: str) -> bool:
         return task_id in self._running
@@ -218,46 +283,52 @@ class TaskRunner:
     def past_deadline(self, record: TaskRecord, now: float) -> RunEnd | None:
         """How `record` ends when it waits for answers past its flow deadline (`overdue`), as a run's end with the
         tool's "Expired" result; `None` while it may still wait."""
-        end = overdue(record, now=now, limits=self.app.limits)
+        rounds = self.config.round
+        end = overdue(record, now=now, limits=rounds.policy.limits)
         if end is None:
             return None
-        return RunEnd(result=wire_result(self.app.end_result(record.tool, end.text)), reason=end.reason)
+        return RunEnd(result=wire_result(rounds.end_result(record.tool, end.text)), reason=end.reason)
 
     async def audit(self, record: TaskRecord, ended: RunEnd, now: float) -> None:
-        """Record in the audit trail the change `ended` made of the task, now `record`."""
-        store = await self.app.store()
-        events = audit_events(record, ended, at=now, instance=self.owner)
+        """Record in the audit trail the end `ended` gave the task, now `record`, without its handler running."""
+        await self._write_audit(audit_events(record, ended, at=now, instance=self.owner))
+
+    async def _write_audit(self, events: list[AuditEvent]) -> None:
         for event in events:
             emit(event)
-        await store.add_audit_many(events)
+        await (await self.config.round.store()).add_audit_many(events)
 
     async def _drive(self, task_id: str) -> None:
+        rounds = self.config.round
         try:
-            store = await self.app.store()
-            record = await read_task(store, task_id, now=self.app.clock.now())
+            store = await rounds.store()
+            record = await read_task(store, task_id, now=rounds.clock.now())
             if record is None or record.status != TaskStatus.WORKING or record.lease_owner != self.owner:
                 return
-            ended = await self._run_holding_lease(record)
-            if ended is None:
+            run = await self._run_holding_lease(record)
+            ended = None if run is None else ended_by(record.tool, run.outcome)
+            if run is None or ended is None:
+                if run is not None and isinstance(run.outcome, plan.Raise) and _retried(run.outcome.error):
+                    logger.warning("askback: the run of task %s... stopped for now; it is retried", task_id[:6])
                 return
-            now = self.app.clock.now()
+            now = rounds.clock.now()
             _, after = await change(store, task_id, lambda r: settle(r, ended, owner=self.owner, now=now), now=now)
             if after is not None:
-                await self.audit(after, ended, now)
+                await self._write_audit(list(run.events))
         except asyncio.CancelledError:
             raise
         except AskbackError:
             # The lease runs out and the next `tasks/get` on any instance takes the task over.
             logger.exception("askback: the task run of %s stopped", task_id[:6])
 
-    async def _run_holding_lease(self, record: TaskRecord) -> RunEnd | None:
-        ended: RunEnd | None = None
+    async def _run_holding_lease(self, record: TaskRecord) -> TaskRun | None:
+        ran: TaskRun | None = None
         async with anyio.create_task_group() as tg:
             run_scope = anyio.CancelScope()
 
             async def renew() -> None:
+                clock = self.config.round.clock
                 while True:
-                    clock = self.app.clock
                     await clock.sleep_until(clock.now() + self.lease / 3)
                     if not await self._renew(record.task_id):
                         run_scope.cancel()
@@ -266,15 +337,16 @@ class TaskRunner:
             tg.start_soon(renew)
             with run_scope:
                 try:
-                    ended = await self._run(record)
-                except _Abandoned:
-                    ended = None
+                    ran = await self._run(record)
+                except Abandoned:
+                    ran = None
             tg.cancel_scope.cancel()
-        return ended
+        return ran
 
     async def _renew(self, task_id: str) -> bool:
-        store = await self.app.store()
-        now = self.app.clock.now()
+        rounds = self.config.round
+        store = await rounds.store()
+        now = rounds.clock.now()
 
         def extend(r: TaskRecord) -> TaskRecord | None:
             if r.status != TaskStatus.WORKING or r.lease_owner != self.owner:
@@ -284,92 +356,39 @@ class TaskRunner:
         _, after = await change(store, task_id, extend, now=now)
         return after is not None
 
-    async def _still_mine(self, task_id: str) -> None:
-        store = await self.app.store()
-        record = await read_task(store, task_id, now=self.app.clock.now())
-        if record is None or record.status != TaskStatus.WORKING or record.lease_owner != self.owner:
-            raise _Abandoned
+    async def _run(self, record: TaskRecord) -> TaskRun:
+        """One run of the handler from the top through the round plan, with the task's answers so far."""
+        config = self.config
+        rounds = config.round
+        tool = config.tools(record.tool)
+        store = await rounds.store()
+        owner = self.owner
 
-    async def _run(self, record: TaskRecord) -> RunEnd | None:
-        """One run of the handler from the top, with the task's answers so far (`None`: to be retried)."""
-        app = self.app
-        entry = app.catalogue[record.tool]
-        handler = entry.handler
-        store = await app.store()
-        settings = app.settings
-
-        async def run_effect(flow_id: str, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-            await self._still_mine(record.task_id)
-            return await run_once(
-                store, flow_id, name, fn, clock=app.clock, wait=settings.effect_wait, lease=settings.effect_lease
+        async def claim(flow_id: str, name: str, at: float, lease: float | None) -> EffectClaim:
+            found = await _rows.claim_effect(
+                store, record.task_id, owner=owner, flow_id=flow_id, name=name, at=at, lease=lease
             )
+            if found is None:
+                raise Abandoned
+            return found
 
         try:
-            kwargs = entry.arguments(dict(record.arguments))
+            arguments = tool.arguments(dict(record.arguments))
         except ValidationError as exc:
-            return RunEnd(result=wire_result(_tool_error(f"Invalid arguments for tool {record.tool}: {exc}")))
+            # Checked when the task was made: only a tool whose signature changed since gets here.
+            return TaskRun(plan.Raise(ToolError(str(exc)), ()), ())
         caller = (
             None
             if record.principal is None
             else Caller(record.principal, frozenset(record.scopes), issuer=split_principal(record.principal)[0])
         )
-        accounts = None if app.accounts_port is None else app.accounts_port(record.principal)
-        responses: Mapping[str, Any] = {k: _response(v) for k, v in record.responses.items()}
-        flow = core_flow.Flow(
-            tool=record.tool,
-            arguments=kwargs,
+        return await run_task_round(
+            rounds,
+            tool.handler,
+            arguments,
+            caller,
             capabilities=ClientCapabilities.model_validate(record.capabilities),
             state=record.flow,
-            responses=responses,
-            now=app.clock.now(),
-            run_effect=run_effect,
-            accounts=accounts,
-            new_id=app.new_id,
-            caller=caller,
+            responses={k: _response(v) for k, v in record.responses.items()},
+            claim_effect=claim,
         )
-        call = dict(kwargs)
-        if handler.flow_param is not None:
-            call[handler.flow_param] = flow
-        try:
-            end = await self._ended(record, flow, lambda: handler.fn(**call))
-        finally:
-            if accounts is not None:
-                with anyio.CancelScope(shield=True):
-                    await accounts.aclose()
-        return None if end is None else dataclasses.replace(end, events=core_flow.run_events(flow))
-
-    async def _ended(self, record: TaskRecord, flow: core_flow.Flow, fn: Callable[[], Awaitable[Any]]) -> RunEnd | None:
-        app = self.app
-        try:
-            outcome = await core_flow.run(flow, fn, new_id=app.new_id)
-        except (_Abandoned, asyncio.CancelledError):
-            raise
-        except MCPError as exc:
-            return RunEnd(error=_error(exc))
-        except (EffectInProgressError, StoreUnavailableError):
-            # Retryable: the task stays working, and once the lease runs out the next `tasks/get` reruns it.
-            logger.warning("askback: the run of task %s... stopped for now; it is retried", record.task_id[:6])
-            return None
-        except AskbackError as exc:
-            if exc.tool_error:
-                return RunEnd(result=wire_result(_tool_error(str(exc))))
-            return RunEnd(error=_error(exc.to_mcp_error()))
-        except ToolError as exc:
-            return RunEnd(result=wire_result(_tool_error(str(exc))))
-        except Exception as exc:
-            logger.exception("askback: the tool %r of a task raised", record.tool)
-            return RunEnd(result=wire_result(_tool_error(f"Error executing tool {record.tool}: {exc}")))
-        if isinstance(outcome, core_flow.Returned):
-            return RunEnd(result=wire_result(app.tool_result(record.tool, outcome.value)))
-        if isinstance(outcome, core_flow.Ended):
-            return RunEnd(result=wire_result(app.end_result(record.tool, outcome.text)), reason=outcome.reason)
-        if isinstance(outcome, core_flow.Refused):
-            return RunEnd(error=_error(outcome.error.to_mcp_error()))
-        decision = decide(outcome, limits=app.limits)
-        if isinstance(decision, End):
-            return RunEnd(result=wire_result(app.end_result(record.tool, decision.text)), reason=decision.reason)
-        return RunEnd(asked=outcome)
-
-
-def _tool_error(text: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

@@ -1,0 +1,65 @@
+"""How an account event resumes parked calls: which calls wait for exactly that account, and what each is sent.
+
+An event (`AccountActive`) names a server, a principal, a connection and a label. The calls it concerns are that
+principal's parked calls made to that server whose round asks the link for exactly that account
+(`questions.account_question`: the label's default is `""` on both sides). Each is sent back with the link left
+unanswered (`questions.look_decision`): a signed event is a hint to look, not a fact, and the server reads the
+account's real status. Connected, the call goes on. Not connected (a replayed or early event, an account that
+failed since), the server asks for the account again and the call parks on that round with the new link, waiting as
+before: an event never ends a call. A link a person has already answered is sent as they answered it.
+
+A call the server made a task of is left to its person: a task's round is not sent back to look.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from askback.runtime._outcomes import AccountActive, Outcome, Parked
+from askback.runtime.questions import account_question
+
+if TYPE_CHECKING:
+    from askback.runtime.calls import Runtime
+
+__all__ = ["account_active", "same_server"]
+
+log = logging.getLogger("askback.runtime")
+
+
+def _endpoint(url: str) -> tuple[str, str, int | None, str]:
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ("", url, None, "")
+    scheme = parts.scheme.lower()
+    default = {"http": 80, "https": 443}.get(scheme)
+    return (scheme, (parts.hostname or "").lower(), port or default, parts.path.rstrip("/"))
+
+
+def same_server(one: str, other: str) -> bool:
+    """Whether two MCP URLs name one server: scheme and host in any case, the default port written or not, the path
+    with or without its trailing slash. Nothing else is forgiven (another port, path or scheme is another server)."""
+    return _endpoint(one) == _endpoint(other)
+
+
+async def account_active(rt: Runtime, event: AccountActive) -> list[Outcome]:
+    """Send back every call waiting for exactly `event`'s account (see the module's docstring); what each came to."""
+    outcomes: list[Outcome] = []
+    records = [r async for page in rt.calls.pages(principal=event.principal) for r in page]
+    for record in records:
+        if record.task_id is not None or (event.server is not None and not same_server(record.server, event.server)):
+            continue
+        question = account_question(record.questions, connection=event.connection, label=event.label)
+        if question is None:
+            continue
+        if question.key in await rt.calls.answers(record.id, record.round):
+            outcomes.append(await rt.resume(record.id))  # the person's own answer, not yet sent
+            continue
+        outcome = await rt._resumed(record.id, leave_open=question.key)
+        if isinstance(outcome, Parked) and outcome.round > record.round:
+            log.info("call %s: the account is not connected yet; it waits again on round %d", record.id, outcome.round)
+        outcomes.append(outcome)
+    return outcomes
