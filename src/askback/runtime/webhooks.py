@@ -312,8 +312,7 @@ class _Receiver:
         if isinstance(event, Unreadable):
             return _json(400, reason=event.reason)
         # The event speaks for the server whose secret signed it, and for no other.
-        bound = server if self.unnamed is None else await self.unnamed.server()
-        return await self.resume(verdict.webhook_id, AccountReady(event.type, replace(event.account, server=bound)))
+        return await self.resume(verdict.webhook_id, AccountReady(event.type, replace(event.account, server=server)))
 
     async def resume(self, webhook_id: str, event: AccountReady) -> Response:
         runtime = self.runtime
@@ -322,7 +321,10 @@ class _Receiver:
             return _json(200, duplicate=True, calls=[])
         try:
             with anyio.fail_after(self.timeout):
-                outcomes = await resume_for(runtime, event.account)
+                account = event.account
+                if self.unnamed is not None:  # secrets without their server: the server they are bound to
+                    account = replace(account, server=await self.unnamed.server())
+                outcomes = await resume_for(runtime, account)
         except (AskbackError, TimeoutError) as exc:
             why = "the resume did not finish in time" if isinstance(exc, TimeoutError) else "the resume failed"
             # One line, no traceback: what a server said is its own text, and the log's formatter escapes it.
