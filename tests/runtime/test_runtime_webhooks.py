@@ -26,6 +26,7 @@ from askback.clock import FrozenClock
 from askback.errors import ConfigurationError
 from askback.runtime import Completed, Parked, Runtime, WebInbox, resume_on_account_events, webhook_receiver
 from askback.runtime._models import WebhookRow
+from askback.runtime._unnamed_server import AnyServer, Bound, Undecided, binding
 from askback.runtime.webhooks import Refused, Verified, keys, verify
 from askback.settings import load_settings
 from askback.testing import free_port, serving
@@ -433,3 +434,150 @@ def test_inbox_serve_with_an_unset_or_malformed_webhook_secret_refuses_to_start_
     )  # fmt: skip
     assert served.returncode == 2, served.stderr
     assert "webhook secret 2 is not whsec_" in served.stderr and given not in served.stderr
+
+
+# The previous release's forms, which name no server: deprecated, still working --------------------------------------
+
+
+def _localhost(url: str) -> str:
+    """The same server process under another name: to the runtime, calls to it go to another server."""
+    return url.replace("://127.0.0.1:", "://localhost:")
+
+
+def test_events_naming_no_server_bind_to_the_one_server_the_parked_calls_go_to_however_its_url_is_spelled() -> None:
+    one, same, other = "https://Tools.example.com/mcp", "https://tools.example.com:443/mcp/", "https://x.example/mcp"
+
+    assert binding([one, same, one]) == Bound(one)
+    assert binding([one, same, other]) == AnyServer((one, other))
+    assert binding([]) == Undecided()
+
+
+def _unnamed_client(runtime: Runtime) -> httpx.AsyncClient:
+    with pytest.warns(DeprecationWarning, match=r"pass servers=\{MCP URL: \[secrets\]\}"):
+        app = webhook_receiver(runtime, secrets=[SECRET])
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+@pytest.mark.http
+async def test_the_deprecated_secrets_keyword_warns_naming_servers_and_still_resumes_the_parked_call(
+    runtime: Runtime, site: Site
+) -> None:
+    call_id = await _park(runtime, site.url, site.done)
+    async with _unnamed_client(runtime) as client:
+        headers, body = signed(connected())
+        answered = await client.post("/", headers=headers, content=body)
+
+    assert answered.status_code == 200, answered.text
+    assert answered.json() == {"duplicate": False, "calls": [{"call_id": call_id, "status": "completed"}]}
+
+
+@pytest.mark.http
+async def test_deprecated_secrets_bind_to_the_one_server_the_parked_calls_go_to_and_resume_no_call_to_another(
+    runtime: Runtime, site: Site
+) -> None:
+    to_it = await _park(runtime, site.url, site.done)
+    async with _unnamed_client(runtime) as client:
+        for_nobody = signed(connected("nobody"))  # the first event: the parked calls all go to site.url
+        assert (await client.post("/", headers=for_nobody[0], content=for_nobody[1])).json()["calls"] == []
+        to_another = await _park(runtime, _localhost(site.url), site.done)
+        headers, body = signed(connected())
+        answered = await client.post("/", headers=headers, content=body)
+
+    assert answered.json()["calls"] == [{"call_id": to_it, "status": "completed"}], answered.text
+    record = await runtime.calls.get(to_another)
+    assert (record.status, record.waiting) == ("parked", 1)
+
+
+@pytest.mark.http
+async def test_deprecated_secrets_with_calls_parked_on_two_servers_resume_both_as_before_and_warn_once(
+    runtime: Runtime, site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = await _park(runtime, site.url, site.done)
+    second = await _park(runtime, _localhost(site.url), site.done)
+    async with _unnamed_client(runtime) as client:
+        headers, body = signed(connected())
+        answered = await client.post("/", headers=headers, content=body)
+        headers, body = signed(connected("nobody"))
+        assert (await client.post("/", headers=headers, content=body)).status_code == 200
+
+    assert sorted(c["call_id"] for c in answered.json()["calls"]) == sorted([first, second]), answered.text
+    said = [r.getMessage() for r in caplog.records if r.name == "askback.runtime.webhooks" and r.levelname == "WARNING"]
+    assert len(said) == 1, said
+    assert "can resume calls waiting for the same account on another" in said[0]
+    assert "--webhook-secret-env URL=VAR" in said[0] and "/mcp" not in said[0]  # the servers' origins only
+
+
+def test_secrets_and_servers_given_together_are_refused_naming_servers(tmp_path: Path) -> None:
+    async def build() -> None:
+        async with await Runtime.open(f"sqlite:///{tmp_path / 'agent.db'}") as rt:
+            webhook_receiver(rt, servers={ELSEWHERE: [SECRET]}, secrets=[new_secret()])
+
+    with pytest.raises(ConfigurationError, match="servers= or the deprecated secrets=, not both"):
+        anyio.run(build)
+
+
+@pytest.mark.http
+async def test_the_subscription_without_a_server_warns_naming_server_and_still_resumes_the_parked_call(
+    runtime: Runtime, site: Site
+) -> None:
+    call_id = await _park(runtime, site.url, site.done)
+
+    @dataclass(frozen=True)
+    class Event:
+        type: str
+        principal: str
+        connection: str
+        label: str = ""
+
+    async def events() -> AsyncIterator[Event]:
+        yield Event("account.connected", "ada", "mail")
+
+    with pytest.warns(DeprecationWarning, match="pass server= the MCP URL"):
+        await resume_on_account_events(runtime, events())
+
+    assert (await runtime.calls.get(call_id)).status == "completed"
+
+
+@pytest.mark.http
+async def test_inbox_serve_takes_a_bare_webhook_secret_env_var_with_a_deprecation_line_and_resumes_the_call(
+    runtime: Runtime, site: Site, tmp_path: Path
+) -> None:
+    database = f"sqlite:///{tmp_path / 'agent.db'}"
+    call_id = await _park(runtime, site.url, site.done)
+    log = tmp_path / "inbox.log"
+    args = ["--user", "ada", "--webhook-secret-env", SECRET_ENV]
+    with inbox_serving(database, *args, env={SECRET_ENV: SECRET}, log=log) as base:
+        headers, body = signed(connected(), at=datetime.now(tz=UTC).timestamp())
+        async with httpx.AsyncClient(timeout=60) as client:
+            answered = await client.post(f"{base}/webhooks/askback", headers=headers, content=body)
+
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["calls"] == [{"call_id": call_id, "status": "completed"}]
+    said = [line for line in log.read_text().splitlines() if "deprecated" in line]
+    assert said == [
+        f"askback inbox serve: --webhook-secret-env {SECRET_ENV} is deprecated (it goes in the next minor release): "
+        f"name the server, --webhook-secret-env URL={SECRET_ENV} (its MCP URL, as calls are made to it), so that an "
+        "event resumes only calls to the server that signed it"
+    ]
+    assert SECRET not in log.read_text()
+
+
+def test_inbox_serve_refuses_a_bare_var_beside_named_servers_and_still_refuses_malformed_forms_with_status_2(
+    tmp_path: Path,
+) -> None:
+    refused = {
+        (SECRET_ENV, f"{ELSEWHERE}={SECRET_ENV}"): "give every server's secrets as URL=VAR",
+        ("NO_SUCH_WEBHOOK_SECRET",): "set NO_SUCH_WEBHOOK_SECRET to the whsec_ secret(s)",
+        (f"={SECRET_ENV}",): "as URL=VAR",
+        (f"tools.example.com={SECRET_ENV}",): "as URL=VAR",
+        (f"{ELSEWHERE}=",): "as URL=VAR",
+        ("NOT A VAR",): "as URL=VAR",
+    }
+    for given, said in refused.items():
+        options = [part for one in given for part in ("--webhook-secret-env", one)]
+        served = run_askback(
+            "inbox", "serve", "--user", "ada", "--database", f"sqlite:///{tmp_path / 'a.db'}", *options,
+            env={SECRET_ENV: SECRET},
+        )  # fmt: skip
+        assert served.returncode == 2, (given, served.stderr)
+        assert said in served.stderr and SECRET not in served.stderr, (given, served.stderr)

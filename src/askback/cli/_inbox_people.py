@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from askback.cli._inbox_webhooks import WebhookSecrets
     from askback.identity import PeopleSignIn
 
 __all__ = ["InboxPeople", "check_reachable", "checked_serve_options", "inbox_people"]
@@ -47,12 +48,11 @@ def checked_serve_options(
     behind_proxy: bool,
     webhook_secret_env: list[str] | None,
     allowed_host: list[str] | None,
-) -> tuple[dict[str, list[str]], list[str]]:
+) -> tuple[WebhookSecrets, list[str]]:
     """The options of `askback inbox serve` checked before anything is opened (`UsageError` naming the one to
     change): `who` is (--user, --user-header, --auth-issuer, --auth-client-id). The webhook secrets by server and
     the further hosts to answer."""
-    import os
-
+    from askback.cli._inbox_webhooks import webhook_secrets
     from askback.cli.output import UsageError
 
     user, user_header, auth_issuer, auth_client_id = who
@@ -66,18 +66,7 @@ def checked_serve_options(
     if not 0 < port < 65536:
         raise UsageError(f"--port {port} is not a TCP port")
     check_reachable(host, signs_in=auth_issuer is not None, behind_proxy=behind_proxy)
-    hooks: dict[str, list[str]] = {}
-    for given in webhook_secret_env or ():
-        server, _, var = given.rpartition("=")
-        if not server.startswith(("https://", "http://")) or not var:
-            raise UsageError(
-                f"--webhook-secret-env {given}: name the server whose events the secrets sign, as URL=VAR (its MCP "
-                "URL, as calls are made to it): an event resumes only calls made to the server that signed it"
-            )
-        secrets = [s for s in os.environ.get(var, "").split(",") if s.strip()]
-        if not secrets:
-            raise UsageError(f"--webhook-secret-env {given}: set {var} to the whsec_ secret(s)")
-        hooks.setdefault(server, []).extend(secrets)
+    hooks = webhook_secrets(webhook_secret_env or ())
     hosts = list(allowed_host or ())
     if hosts:
         from askback.asgi import AllowedHosts

@@ -471,14 +471,14 @@ def inbox_serve(
 
         from askback.extension import ExtensionContext
         from askback.runtime.inbox import inbox_app as build
-        from askback.runtime.webhooks import RECEIVER_PATH, webhook_receiver
+        from askback.runtime.webhooks import RECEIVER_PATH
 
         if sign_in is not None:
             # Sessions live in the runtime's store, so signing out ends them for every inbox sharing it.
             await sign_in.start(ExtensionContext(store=runtime.store, settings=runtime.settings, clock=runtime.clock))
         app: Any = build(runtime, principal=people.principal, resume=resume, hosts=hosts)
         if hooks:
-            receiver = webhook_receiver(runtime, servers=hooks, hosts=hosts)
+            receiver = hooks.receiver(runtime, hosts)
             # The inbox answers every other path, a line break in it too (a `Mount("/")` would leave that one bare).
             app = Router(routes=[Route(RECEIVER_PATH, receiver)], default=app, redirect_slashes=False)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=False)

@@ -15,7 +15,9 @@ signatures of `webhook-signature` under a configured secret (several while one i
 time, with a timestamp within `tolerance` seconds of now either way. Anything else is 401 with a short reason, and
 nothing is done. `verify` is that decision as a pure function of the headers, the body, the keys and the time. Each
 server has its own secrets: the one whose secret signed the event is the server it speaks for, and only calls made
-to that server are sent back (`signed_by` picks it, as a pure function too).
+to that server are sent back (`signed_by` picks it, as a pure function too). The previous release's forms, which name
+no server (`secrets=`, and `resume_on_account_events` without `server=`), still work, deprecated, bound as narrowly
+as the parked calls allow (`askback.runtime._unnamed_server`).
 
 Exactly once: the `webhook-id` is claimed in the runtime's store (`askback_runtime_webhooks`) before anything is done,
 so of two processes given the same webhook, or of a webhook and its redelivery, one acts and the others answer 200
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets as _random
+import warnings
 from collections.abc import AsyncIterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
@@ -48,6 +51,7 @@ from askback.core._connect import MAX_LABEL_LENGTH
 from askback.errors import AskbackError, ConfigurationError
 from askback.runtime._models import WebhookRow
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
+from askback.runtime._unnamed_server import UnnamedServer
 from askback.runtime.calls import Runtime
 from askback.standard_webhooks import Refused, Verified, verify
 from askback.standard_webhooks import secret_keys as keys
@@ -175,18 +179,38 @@ async def resume_for(runtime: Runtime, event: AccountActive) -> list[Outcome]:
     return await runtime.account_active(event)
 
 
-async def resume_on_account_events(runtime: Runtime, events: AsyncIterable[AccountEvent], *, server: str) -> None:
+async def resume_on_account_events(
+    runtime: Runtime, events: AsyncIterable[AccountEvent], *, server: str | None = None
+) -> None:
     """Resume the calls to `server` (its MCP URL, as the calls are made to it) waiting for exactly an account
     whenever `events` (that server's connected accounts' `events()`, when runtime and server share a process) says
     it became ACTIVE, until `events` ends. A resume that fails is logged and the next event is taken: the call stays
-    parked for the next event, or for `askback inbox resume`."""
+    parked for the next event, or for `askback inbox resume`.
+
+    Without `server` (deprecated, `DeprecationWarning`; pass it): the events speak for the one server the parked
+    calls go to, or for any server while they go to several, said once in the log."""
+    unnamed: UnnamedServer | None = None
+    if server is None:
+        warnings.warn(_SUBSCRIPTION_WITHOUT_SERVER, DeprecationWarning, stacklevel=2)
+        unnamed = UnnamedServer(runtime, form="resume_on_account_events without server=", instead="pass server=URL")
     async for event in events:
         if event.type not in RESUMING_EVENTS:
             continue
         try:
-            await resume_for(runtime, AccountActive(event.principal, event.connection, event.label, server))
+            bound = server if unnamed is None else await unnamed.server()
+            await resume_for(runtime, AccountActive(event.principal, event.connection, event.label, bound))
         except AskbackError:
             log.warning("resuming on %s for %s/%s failed", event.type, event.principal, event.connection, exc_info=True)
+
+
+_SUBSCRIPTION_WITHOUT_SERVER = (
+    "resume_on_account_events(runtime, events) without server= is deprecated: pass server= the MCP URL the events' "
+    "server is called at, so that its events resume only calls to it"
+)
+_SECRETS_WITHOUT_SERVERS = (
+    "webhook_receiver(runtime, secrets=[...]) is deprecated: pass servers={MCP URL: [secrets]}, each server's URL "
+    "with the secrets its endpoint signs with, so that an event resumes only calls to the server that signed it"
+)
 
 
 # The table of webhooks taken in ----------------------------------------------------------------------------------
@@ -242,10 +266,18 @@ class _Receiver:
     """The receiver over one runtime: verify, claim the webhook id, resume, answer."""
 
     def __init__(
-        self, runtime: Runtime, servers: dict[str, tuple[bytes, ...]], tolerance: float, clock: Clock, timeout: float
+        self,
+        runtime: Runtime,
+        servers: dict[str, tuple[bytes, ...]],
+        tolerance: float,
+        clock: Clock,
+        timeout: float,
+        unnamed: UnnamedServer | None,
     ) -> None:
         self.runtime = runtime
         self.servers = servers
+        # Secrets given without their server (deprecated): `servers` holds them under "", bound at the first event.
+        self.unnamed = unnamed
         self.tolerance = tolerance
         self.clock = clock
         self.timeout = timeout
@@ -289,7 +321,10 @@ class _Receiver:
             return _json(200, duplicate=True, calls=[])
         try:
             with anyio.fail_after(self.timeout):
-                outcomes = await resume_for(runtime, event.account)
+                account = event.account
+                if self.unnamed is not None:  # secrets without their server: the server they are bound to
+                    account = replace(account, server=await self.unnamed.server())
+                outcomes = await resume_for(runtime, account)
         except (AskbackError, TimeoutError) as exc:
             why = "the resume did not finish in time" if isinstance(exc, TimeoutError) else "the resume failed"
             # One line, no traceback: what a server said is its own text, and the log's formatter escapes it.
@@ -329,7 +364,8 @@ def _server_keys(servers: Mapping[str, Sequence[str]]) -> dict[str, tuple[bytes,
 def webhook_receiver(
     runtime: Runtime,
     *,
-    servers: Mapping[str, Sequence[str]],
+    servers: Mapping[str, Sequence[str]] | None = None,
+    secrets: Sequence[str] | None = None,
     tolerance: float = 300,
     clock: Clock | None = None,
     resume_timeout: float = 10.0,
@@ -345,7 +381,23 @@ def webhook_receiver(
     takes over `resume_timeout` seconds answers 503, for the sender to retry. `clock` defaults to the runtime's. A
     secret that is not `whsec_<base64>`, no server, or one secret given to two servers is `ConfigurationError`.
     A request for a host other than the loopback names, the runtime's configured ones (`ASKBACK_ALLOWED_HOSTS`,
-    `ASKBACK_PUBLIC_URL`'s) and `hosts` is refused (421) before anything is read (`askback.asgi.HostGuard`)."""
-    receiver = _Receiver(runtime, _server_keys(servers), tolerance, clock or runtime.clock, resume_timeout)
+    `ASKBACK_PUBLIC_URL`'s) and `hosts` is refused (421) before anything is read (`askback.asgi.HostGuard`).
+
+    `secrets` (deprecated, `DeprecationWarning`; pass `servers`) are secrets without their server: their events
+    speak for the one server the parked calls go to, or for any server while they go to several, said once in the
+    log. Both `servers` and `secrets` is `ConfigurationError`."""
+    unnamed: UnnamedServer | None = None
+    if secrets is not None:
+        if servers is not None:
+            raise ConfigurationError(
+                "webhook_receiver takes servers= or the deprecated secrets=, not both: give every secret under its "
+                "server's MCP URL in servers="
+            )
+        warnings.warn(_SECRETS_WITHOUT_SERVERS, DeprecationWarning, stacklevel=2)
+        instead = "servers={MCP URL: [secrets]}, or --webhook-secret-env URL=VAR"
+        unnamed = UnnamedServer(runtime, form="webhook secrets given without their server", instead=instead)
+        servers = {"": secrets}
+    found = _server_keys(servers or {})
+    receiver = _Receiver(runtime, found, tolerance, clock or runtime.clock, resume_timeout, unnamed)
     allowed = AllowedHosts.configured(runtime.settings, hosts)
     return SecurityHeaders(HostGuard(CappedBody(receiver, limit=max_body), allowed=allowed), headers=API_HEADERS)
