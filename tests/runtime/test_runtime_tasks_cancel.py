@@ -193,5 +193,12 @@ def test_after_a_cancel_an_ended_task_counts_as_it_ended_and_one_still_working_w
     ended = after_cancel("t", completed, over=True, waited=600)
     assert isinstance(ended, Ended) and ended.status == "completed"
     assert Completed("call", ended.result or {}, rounds=2).text == "Deployed."
+    # A completed task's result cannot pass for a cancelled or unconfirmed one.
+    for claimed in ("cancelled", "working"):
+        posing = {**completed, "result": {"_meta": {"io.modelcontextprotocol/tasks": {"status": claimed}}}}
+        ended = after_cancel("t", posing, over=True, waited=600)
+        assert isinstance(ended, Ended) and ended.status == "completed"
+        told = Completed("call", ended.result or {}, rounds=2)
+        assert not told.cancelled and not told.cancel_unconfirmed
     cancelled = after_cancel("t", {"taskId": "t", "status": "cancelled"}, over=False, waited=600)
     assert isinstance(cancelled, Ended) and Completed("call", cancelled.result or {}, rounds=2).cancelled

@@ -189,6 +189,15 @@ def after_cancel(
     return Unchanged(interval_of(task))
 
 
+def _own_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A completed task's result as the call's, without a tasks-extension status of its own in `_meta`: only the
+    runtime marks a call cancelled or unconfirmed, so a tool's result cannot pass for either."""
+    meta = result.get("_meta")
+    if isinstance(meta, Mapping) and _sdk.TASKS_EXTENSION in meta:
+        result = {**result, "_meta": {k: v for k, v in meta.items() if k != _sdk.TASKS_EXTENSION}}
+    return {**result, "resultType": "complete"}
+
+
 def read_task(task_id: str, task: Mapping[str, Any], parked: frozenset[str]) -> Unchanged | Asks | Ended:
     """What the answer to `tasks/get` means for the call, given the input keys already `parked` in any of its
     rounds. `ServerProtocolError` when it is not the task asked for or has no status the extension defines."""
@@ -201,7 +210,7 @@ def read_task(task_id: str, task: Mapping[str, Any], parked: frozenset[str]) -> 
         )
     if status == "completed":
         result = task.get("result")
-        return Ended("completed", {**(result if isinstance(result, Mapping) else {}), "resultType": "complete"})
+        return Ended("completed", _own_result(result if isinstance(result, Mapping) else {}))
     if status == "failed":
         error = task.get("error")
         return Ended("failed", error=error if isinstance(error, Mapping) else {})
