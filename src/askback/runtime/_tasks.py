@@ -25,8 +25,8 @@ the store as an MRTR resume is, so of two processes driving one task, one record
 (the other gets `Claimed`); a poll is a read. A process that stops while it polls loses nothing: any other resumes
 the call (`Runtime.resume`, `resume_due`) and polls on.
 
-What a task's answer means (`read_task`, and `after_cancel` once a cancel was sent) and how long to wait before the next poll (`poll_delay`) are pure; `drive`
-does the I/O around them.
+What a task's answer means (`read_task`, and `after_cancel` once a cancel was sent) and how long to wait before the
+next poll (`poll_delay`) are pure; `drive` does the I/O around them.
 """
 
 from __future__ import annotations
