@@ -89,11 +89,13 @@ class Settings(BaseSettings):
     session_ttl: float = Field(default=8 * 3600.0, ge=60, le=30 * 86400)
     sessions_per_person: int = Field(default=10, ge=1, le=1000)
     # The agent runtime: how long a parked round waits for people, how many rounds a call may take, whether its
-    # calls declare the tasks extension (so a server may run one as a task), how long a resume stays claimed by a
-    # process that stopped half-way, and whether loopback http links are shown.
+    # calls declare the tasks extension (so a server may run one as a task), how long a call waits for a task it asked
+    # to cancel to end, how long a resume stays claimed by a process that stopped half-way, and whether loopback http
+    # links are shown.
     answer_wait: float = Field(default=86400.0, gt=0)
     call_max_rounds: int = Field(default=10, ge=1, le=100)
     call_tasks: bool = True
+    call_cancel_wait: float = Field(default=600.0, gt=0)
     resume_lease: float = Field(default=120.0, gt=0)
     development: bool = False
     # The command line: a crash's traceback is printed too (`askback --debug`).

@@ -54,6 +54,16 @@ class Completed:
         task = meta.get("io.modelcontextprotocol/tasks") if isinstance(meta, Mapping) else None
         return isinstance(task, Mapping) and task.get("status") == "cancelled"
 
+    @property
+    def cancel_unconfirmed(self) -> bool:
+        """Whether the call was a task the runtime asked to cancel at its deadline, which had not ended when the wait
+        for it (`ASKBACK_CALL_CANCEL_WAIT`) ran out: the server did not confirm the cancel, and the task may still
+        complete. `result` is then a tool error saying so, with the task's last status under the tasks extension's
+        `_meta`; `cancelled` is false."""
+        meta = self.result.get("_meta")
+        task = meta.get("io.modelcontextprotocol/tasks") if isinstance(meta, Mapping) else None
+        return isinstance(task, Mapping) and task.get("status") in ("working", "input_required")
+
 
 @dataclass(frozen=True)
 class Parked:
