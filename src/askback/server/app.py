@@ -144,8 +144,8 @@ class Askback:
         self.expose = self.settings.expose
         if self.expose != "direct":
             install_meta(self, call=self._call, audit_refusal=self._audit_refusal)
-        self._on_start: list[Callable[[Store], Awaitable[None]]] = []
-        self._on_close: list[Callable[[], Awaitable[None]]] = [self.tasks.runner.aclose]
+        self._on_start: list[Callable[[Store], Awaitable[None]]] = [self.tasks.start]
+        self._on_close: list[Callable[[], Awaitable[None]]] = [self.tasks.aclose]
         self._extensions: tuple[Extension, ...] = ()
         self._ports = Ports()
         self._started: list[Extension] = []

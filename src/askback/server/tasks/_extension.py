@@ -35,6 +35,7 @@ from askback.core.questions import AnswerRejected, Question
 from askback.core.state import FlowState, RecordedAnswer
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
 from askback.server.auth import caller_of
+from askback.server.tasks._account_waits import AccountWaits
 from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
 from askback.server.tasks._runner import TaskRunner, cancel, lapse, task_config
 from askback.server.tasks.status import TERMINAL, TaskStatus
@@ -195,7 +196,18 @@ class TasksExtension(Extension):
     def __init__(self, app: Askback) -> None:
         self.app = app
         self.runner = TaskRunner(lambda: task_config(app))
+        self.account_waits = AccountWaits(self.runner)
         self._pruned_at = float("-inf")
+
+    async def start(self, store: Store) -> None:
+        """When the store opens: with task tools and connected accounts, resume the tasks waiting only for an account
+        once it connects (`AccountWaits`)."""
+        if self.app.task_tools and self.app.accounts_port is not None:
+            await self.account_waits.start(store)
+
+    async def aclose(self) -> None:
+        await self.account_waits.aclose()
+        await self.runner.aclose()
 
     def methods(self) -> Sequence[MethodBinding]:
         return (

@@ -20,7 +20,17 @@ from askback.store import EffectClaim, Store, hold_lock
 from askback.store._models import TaskRow
 from askback.store.ledger import EFFECTS, flow_effects
 
-__all__ = ["TaskRecord", "cancel", "cancelled", "change", "claim_effect", "insert_task", "prune", "read_task"]
+__all__ = [
+    "TaskRecord",
+    "cancel",
+    "cancelled",
+    "change",
+    "claim_effect",
+    "insert_task",
+    "prune",
+    "read_task",
+    "waiting_of",
+]
 
 # How often an effect's claim is tried again when the row it collided with vanished (released) before it was read.
 _RACE_ATTEMPTS = 5
@@ -40,6 +50,16 @@ _LIVE = (
     )
 )
 _READ = select(_TASKS).where(_t.task_id == bindparam("b_task_id"))
+# One principal's tasks waiting for answers, not expired.
+_WAITING = (
+    select(_TASKS)
+    .where(
+        _t.principal == bindparam("b_principal"),
+        _t.status == str(TaskStatus.INPUT_REQUIRED),
+        _t.expires_at >= bindparam("b_now"),
+    )
+    .order_by(_t.created_at)
+)
 _READ_LOCKED = _READ.with_for_update()
 _PRUNE = delete(_TASKS).where(_t.expires_at < bindparam("b_now"))
 _MUTABLE = ("status", "status_message", "updated_at", "flow", "outstanding", "responses", "result", "error")
@@ -183,6 +203,16 @@ async def read_task(store: Store, task_id: str, *, now: float) -> TaskRecord | N
     if row is None or row.expires_at < now:
         return None
     return _record(row)
+
+
+async def waiting_of(store: Store, principal: str, *, now: float) -> list[TaskRecord]:
+    """`principal`'s tasks waiting for answers (`input_required`), oldest first; a read only, so each is changed
+    afterwards through `change`, which reads it again under the lock."""
+    rows = await store.read(
+        lambda conn: conn.execute(_WAITING, {"b_principal": principal, "b_now": now}).all(),
+        doing="read the tasks waiting for answers",
+    )
+    return [_record(row) for row in rows]
 
 
 async def prune(store: Store, *, now: float) -> None:
