@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.infra import ROOT
+from tests.server._tasks import call, get, until_status
 
 from askback.accounts.repository import Accounts
 from askback.accounts.status import Event
@@ -22,8 +24,6 @@ from askback.core.questions import connect_key
 from askback.db.migrate import all_components
 from askback.store import Store
 from askback.testing import free_port, serving
-from tests.infra import ROOT
-from tests.server._tasks import call, get, until_status
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 

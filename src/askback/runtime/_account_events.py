@@ -8,7 +8,8 @@ account's real status. Connected, the call goes on. Not connected (a replayed or
 failed since), the server asks for the account again and the call parks on that round with the new link, waiting as
 before: an event never ends a call. A link a person has already answered is sent as they answered it.
 
-A call the server made a task of is left to its person: a task's round is not sent back to look.
+A call the server made a task of is not sent back: a task's round cannot be sent back to look. An askback server
+resumes such a task itself once the account connects (docs/tasks.md), and the runtime's polling sees it move on.
 """
 
 from __future__ import annotations
