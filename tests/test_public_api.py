@@ -29,5 +29,7 @@ def test_each_error_knows_its_wire_code_http_status_and_exit_code() -> None:
     for exc, code, status in cases:
         wire = exc.to_mcp_error()
         assert (wire.error.code, exc.http_status, exc.exit_code) == (code, status, 2)
-        assert wire.error.message == str(exc) and wire.error.data == exc.wire_data()
+        shown = exc.public if isinstance(exc, errors.StoreUnavailableError) else str(exc)
+        assert wire.error.message == shown and wire.error.data == exc.wire_data()
+    assert "down" not in errors.StoreUnavailableError("down").to_mcp_error().error.message
     assert errors.InvalidStateError().wire_data() == {"reason": "invalid_request_state"}
