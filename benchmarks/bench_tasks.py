@@ -74,7 +74,10 @@ class BenchError(RuntimeError):
 
 def build(database_url: str, key: str, clock: Clock | None = None, ttl: float = 3600.0) -> askback.Askback:
     """The benchmark's server: one task-capable tool that asks once and records once."""
-    settings = askback.load_settings(database_url=database_url, state_keys=key, demo_auth=True, task_ttl=ttl)
+    # One caller leaves thousands of tasks waiting on purpose: the per-caller cap is raised past what is measured.
+    settings = askback.load_settings(
+        database_url=database_url, state_keys=key, demo_auth=True, task_ttl=ttl, tasks_per_principal=100_000
+    )
     app = askback.Askback("bench-tasks", settings=settings, clock=clock)
     recorded: list[str] = []
 
