@@ -154,7 +154,7 @@ async def test_a_deploy_run_as_a_task_interrupts_on_its_in_task_questions_and_co
     assert replies(result) == {"tc_web": "Deployed web to production."}
     record = await runtime.calls.get(call_id)
     assert record.status == "completed" and record.task_id is not None
-    assert await asked_rounds(demo_server, "lg-task") == [(1, ("pick_env.1",)), (2, ("confirm_prod.2",))]
+    assert await asked_rounds(demo_server, "lg-task") == [(1, ("pick_env",)), (2, ("confirm_prod",))]
 
 
 async def test_a_second_round_interrupts_again_and_the_replayed_first_answer_is_not_reused(
