@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from askback.accounts.links import Admitted, Refused
-from askback.accounts.repository import Accounts
+from askback.accounts.repository import LIVE_LINKS_PER_ACCOUNT, Accounts
 from askback.accounts.status import Event, Status
 from askback.db.migrate import all_components
 from askback.errors import AccountStateError, LimitReachedError
@@ -161,3 +161,56 @@ async def test_statuses_change_only_through_the_table_and_every_change_is_an_eve
 async def test_an_unknown_account_cannot_change(accounts: Accounts) -> None:
     with pytest.raises(AccountStateError, match="no connected account"):
         await accounts.change("acc_missing", Event.CONNECTED, now=NOW)
+
+
+async def link_rows(accounts: Accounts, account_id: str) -> int:
+    async with accounts.store.engine.connect() as conn:
+        query = sa.text("SELECT count(*) FROM askback_account_links WHERE account_id = :a")
+        return int((await conn.execute(query, {"a": account_id})).scalar_one())
+
+
+async def test_asking_again_and_again_keeps_a_few_live_links_and_deletes_the_ones_that_can_never_be_used(
+    accounts: Accounts,
+) -> None:
+    account_id, visiting = await accounts.begin_connect("dee", "gmail", flow_id="f", now=NOW - 2, ttl=600)
+    assert isinstance(await accounts.use_link(visiting, opener="dee", now=NOW - 1), Admitted)
+    await accounts.remember_state(visiting, state="s0", sealed_verifier="v0", until=NOW + 1800)
+    tokens = [(await accounts.begin_connect("dee", "gmail", flow_id="f", now=NOW + n, ttl=600))[1] for n in range(60)]
+    # The live links, and the one whose person is at the provider right now (its callback still works).
+    assert await link_rows(accounts, account_id) == LIVE_LINKS_PER_ACCOUNT + 1
+    taken = await accounts.take_state("s0", opener="dee", now=NOW + 60)
+    assert taken is not None and not isinstance(taken, Refused) and taken[1] == "v0"
+    # The newest links still work; an older one was retired when a newer one was made.
+    assert await accounts.use_link(tokens[0], opener="dee", now=NOW + 61) == Refused("unknown")
+    opened = await accounts.use_link(tokens[-1], opener="dee", now=NOW + 61)
+    assert isinstance(opened, Admitted)
+    # A link whose sign-in is finished, and every expired link, are deleted when the next one is made.
+    await accounts.remember_state(tokens[-1], state="s1", sealed_verifier="v", until=NOW + 1000)
+    assert await accounts.take_state("s1", opener="dee", now=NOW + 62) is not None
+    await accounts.begin_connect("dee", "gmail", flow_id="f", now=NOW + 63, ttl=600)
+    assert await link_rows(accounts, account_id) == LIVE_LINKS_PER_ACCOUNT  # both finished sign-ins are gone
+    _, last = await accounts.begin_connect("dee", "gmail", flow_id="f", now=NOW + 5000, ttl=600)
+    assert await link_rows(accounts, account_id) == 1
+    assert isinstance(await accounts.use_link(last, opener="dee", now=NOW + 5001), Admitted)
+
+
+async def test_two_instances_asking_for_the_same_new_account_at_once_all_get_a_link_to_that_one_account(
+    accounts: Accounts, any_database: str
+) -> None:
+    second = await Store.open(any_database, components=all_components())
+    made: list[str] = []
+
+    async def issue(on: Accounts, n: int) -> None:
+        cap = None if n % 4 < 2 else 10
+        made.append(
+            (await on.begin_connect("fay", "gmail", label="new", flow_id="f", now=NOW, ttl=600, most_pending=cap))[0]
+        )
+
+    try:
+        async with anyio.create_task_group() as group:
+            for n in range(10):
+                group.start_soon(issue, (accounts, Accounts(second))[n % 2], n)
+    finally:
+        await second.close()
+    assert len(made) == 10 and len(set(made)) == 1
+    assert [a.id for a in await accounts.of("fay", "gmail")] == made[:1]

@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, func, insert, select, update
 
 from askback.accounts._models import AccountEventRow, AccountRow, LinkRow
 from askback.accounts.events import event_data, event_type
@@ -22,7 +22,10 @@ from askback.accounts.vault import Vault
 from askback.errors import AccountStateError, LimitReachedError
 from askback.store import Store, append_event, hold_lock
 
-__all__ = ["Account", "Accounts"]
+__all__ = ["LIVE_LINKS_PER_ACCOUNT", "Account", "Accounts"]
+
+# How many links to one account may be open at once (issued, unused, unexpired): making one more retires the oldest.
+LIVE_LINKS_PER_ACCOUNT = 5
 
 _ACCOUNTS = cast(Table, AccountRow.__table__)
 _LINKS = cast(Table, LinkRow.__table__)
@@ -74,6 +77,19 @@ _SET_CREDENTIAL = (
 )
 _ADD_EVENT = insert(_EVENTS)
 _ADD_LINK = insert(_LINKS)
+# An account's links that can never be used again: expired (a used link's `expires_at` is the end of the provider
+# visit), or used and finished (the callback took the verifier; one that has not yet been given a state is kept).
+_PRUNE_LINKS = delete(_LINKS).where(
+    _l.account_id == bindparam("account_id"),
+    (_l.expires_at <= bindparam("now"))
+    | (_l.used_at.is_not(None) & _l.state_digest.is_not(None) & _l.verifier.is_(None)),
+)
+_LIVE_LINKS = (
+    select(_l.token_digest)
+    .where(_l.account_id == bindparam("account_id"), _l.used_at.is_(None))
+    .order_by(_l.created_at.desc(), _l.token_digest)
+)
+_RETIRE_LINK = delete(_LINKS).where(_l.token_digest == bindparam("b_digest"), _l.used_at.is_(None))
 _READ_LINK = select(
     _l.token_digest, _l.account_id, _l.principal, _l.connection, _l.flow_id, _l.created_at, _l.expires_at, _l.used_at
 ).where(_l.token_digest == bindparam("digest"))
@@ -148,17 +164,24 @@ class Accounts:
     ) -> tuple[str, str]:
         """The account `(principal, connection, label)` (created PENDING when new; an existing one keeps its status
         until it is connected again) and a fresh single-use link for it: `(account_id, token)`. Only the token's
-        digest is stored; the token goes into the link the person opens. With `most_pending`, a new account is not
-        created while `principal` already holds that many PENDING ones (`LimitReachedError`, a tool error; nothing
-        is written), counted under a lock of the principal so that two instances cannot both pass the cap."""
+        digest is stored; the token goes into the link the person opens. At most `LIVE_LINKS_PER_ACCOUNT` links to
+        one account are open at once (a new one retires the oldest), and its expired or finished links are deleted.
+        With `most_pending`, a new account is not created while `principal` already holds that many PENDING ones
+        (`LimitReachedError`, a tool error; nothing is written). All of it runs under a lock of the principal, so
+        that two instances cannot both pass the cap, nor both create the same new account."""
         token = new_token()
 
         def write(conn: Connection) -> str:
+            # Under the principal's lock, so that two instances making the same new account, or counting toward the
+            # cap, take turns: the second finds the account the first made.
+            hold_lock(conn, f"accounts of {principal!r}")
             found = conn.execute(_FIND, {"principal": principal, "connection": connection, "label": label}).first()
-            if found is None and most_pending is not None:
-                hold_lock(conn, f"accounts of {principal!r}")
-                if conn.execute(_PENDING, {"principal": principal}).scalar_one() >= most_pending:
-                    raise _too_many_pending(most_pending)
+            if (
+                found is None
+                and most_pending is not None
+                and conn.execute(_PENDING, {"principal": principal}).scalar_one() >= most_pending
+            ):
+                raise _too_many_pending(most_pending)
             if found is None:
                 account_id = "acc_" + secrets.token_urlsafe(16)
                 status = transition(None, Event.START)
@@ -177,6 +200,7 @@ class Accounts:
                 _record(conn, account_id, now, Event.START, None, status, f"link issued for flow {flow_id}")
             else:
                 account_id = found.id
+                _retire_links(conn, account_id, now)
             conn.execute(
                 _ADD_LINK,
                 {
@@ -384,6 +408,15 @@ def apply_change(
         conn.execute(_SET_CREDENTIAL, {"b_id": account_id, "b_credential": credential, "b_expires_at": expires_at})
     _record(conn, account_id, now, event, before, after, reason)
     return after
+
+
+def _retire_links(conn: Connection, account_id: str, now: float) -> None:
+    """Before one more link to `account_id` is added: delete its links that can never be used again, and its oldest
+    unused ones past `LIVE_LINKS_PER_ACCOUNT - 1`, so that asking again and again cannot grow the table."""
+    conn.execute(_PRUNE_LINKS, {"account_id": account_id, "now": now})
+    live = [row.token_digest for row in conn.execute(_LIVE_LINKS, {"account_id": account_id}).all()]
+    for token_digest in live[LIVE_LINKS_PER_ACCOUNT - 1 :]:
+        conn.execute(_RETIRE_LINK, {"b_digest": token_digest})
 
 
 def _too_many_pending(most: int) -> LimitReachedError:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from askback.core._answer_types import type_problems
 from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
@@ -157,7 +158,7 @@ def digest(params: Mapping[str, Any]) -> str:
 def _describe_errors(exc: ValidationError, schema: Mapping[str, Any]) -> str:
     props: Mapping[str, Any] = schema.get("properties", {})
     parts = []
-    for err in exc.errors():
+    for err in exc.errors(include_input=False, include_url=False):
         loc = str(err["loc"][0]) if err["loc"] else ""
         title = props.get(loc, {}).get("title", loc) if loc else "answer"
         if err["type"] == "extra_forbidden":
@@ -274,6 +275,9 @@ class _FormBase(Question[T]):
         if content is None:
             raise AnswerRejected("the answer was accepted but carried no values")
         known = {k: v for k, v in content.items() if k in self._schema.get("properties", {})}
+        problems = type_problems(known, self._schema)
+        if problems:
+            raise AnswerRejected("; ".join(problems))
         try:
             return self._model.model_validate(known, strict=False)
         except ValidationError as exc:

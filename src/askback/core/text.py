@@ -7,11 +7,12 @@ with such characters escaped (`storable`), so that the event about the bad reque
 
 Names from outside (a token's principal, an account's label, a token's scopes) are data shown to people in tables,
 pages and logs: `name_problem` refuses one that is too long or holds a character that acts instead of showing
-(controls, line breaks, bidirectional and zero-width format characters, surrogates, private-use or unassigned code
-points), and one that can pass for another name or for nobody: white space at either end, a space other than the
-plain space (U+0020, so `alice` and `alice` with a no-break space are not two people), a blank filler that shows
-as nothing (Hangul fillers, the blank Braille pattern), no visible character at all, or a pile of more than
-`MAX_COMBINING_RUN` combining marks on one character. Such a name never reaches the store at all.
+(controls, line breaks, bidirectional and zero-width format characters, every default-ignorable code point such as
+the combining grapheme joiner and the variation selectors, surrogates, private-use or unassigned code points), and
+one that can pass for another name or for nobody: white space at either end, a space other than the plain space
+(U+0020, so `alice` and `alice` with a no-break space are not two people), a blank filler that shows as nothing
+(Hangul fillers, the blank Braille pattern), no visible character at all, or a pile of more than `MAX_COMBINING_RUN`
+combining marks on one character. Such a name never reaches the store at all.
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ def storable(text: str | None) -> str | None:
 _NOT_IN_A_NAME = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 # Letters and symbols that show as blank space: the Hangul fillers and the blank Braille pattern.
 _BLANK_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): characters a renderer shows as nothing, some
+# of them marks or letters (U+034F, U+17B4, variation selectors) that the categories above let through.
+_DEFAULT_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
+)
 _COMBINING = frozenset({"Mn", "Mc", "Me"})
 # No script needs more marks on one character than this; a pile of them draws over the lines around the name.
 MAX_COMBINING_RUN = 3
@@ -84,7 +92,12 @@ def name_problem(name: str, *, what: str, limit: int) -> str | None:
     run = 0
     for char in name:
         category = unicodedata.category(char)
-        if category in _NOT_IN_A_NAME or char in _BLANK_FILLERS or (category == "Zs" and char != " "):
+        if (
+            category in _NOT_IN_A_NAME
+            or char in _BLANK_FILLERS
+            or (category == "Zs" and char != " ")
+            or _DEFAULT_IGNORABLE.match(char)
+        ):
             return f"{what} contains the character U+{ord(char):04X}, which names may not hold"
         if category in _COMBINING:
             run += 1

@@ -13,18 +13,54 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server.context import HandlerResult
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ValidationError
 
 from askback.errors import DefinitionError
 from askback.server._tools import sdk_function
 from askback.server.round import Handler
 
-__all__ = ["Catalogue", "CatalogueTool", "catalogue_tool", "checked_connections"]
+__all__ = ["Catalogue", "CatalogueTool", "arguments_error", "catalogue_tool", "checked_connections", "refused_call"]
 
 # The accounts' own rule for a connection name (it appears in URLs and question keys).
 _CONNECTION = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def arguments_error(tool: str, exc: ValidationError) -> str:
+    """What a call whose arguments do not fit the tool's input schema is told, and what its audit row keeps: where
+    and what is wrong, by pydantic, but never the value given (an argument may be anything, a secret included)."""
+    problems = exc.errors(include_input=False, include_url=False, include_context=False)
+    parts = [f"{'.'.join(map(str, p['loc'])) or 'arguments'}: {p['msg']}" for p in problems]
+    return f"Error executing tool {tool}: the arguments do not fit its input schema: {'; '.join(parts)}"
+
+
+def refused_call(tool: CatalogueTool | None, given: object, result: HandlerResult) -> tuple[HandlerResult, str]:
+    """A `tools/call` the SDK answered before the tool ran: its result and the audit detail, both telling arguments
+    that do not fit `tool`'s input schema as `arguments_error` does (the SDK's own text quotes the values)."""
+    detail = None
+    if tool is not None:
+        try:
+            tool.arguments(given if isinstance(given, Mapping) else {})
+        except ValidationError as exc:
+            detail = arguments_error(tool.name, exc)
+    if detail is None:
+        return result, _first_text(result)
+    content = [{"type": "text", "text": detail}]
+    if isinstance(result, BaseModel):
+        return result.model_copy(update={"content": [TextContent(type="text", text=detail)]}), detail
+    return ({**result, "content": content} if isinstance(result, dict) else result), detail
+
+
+def _first_text(result: HandlerResult) -> str:
+    content = result.get("content") if isinstance(result, dict) else getattr(result, "content", None)
+    for item in content or ():
+        text = item.get("text") if isinstance(item, dict) else getattr(item, "text", None)
+        if isinstance(text, str):
+            return text[:500]
+    return ""
 
 
 def checked_connections(tool: str, connections: Sequence[str]) -> tuple[str, ...]:

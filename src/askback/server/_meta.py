@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from askback.core._connect import checked_label
 from askback.core.flow import AccountsPort, NotReady, Readiness, readiness
 from askback.errors import AskbackError, ConfigurationError, DefinitionError
-from askback.server._catalogue import CatalogueTool, checked_connections
+from askback.server._catalogue import CatalogueTool, arguments_error, checked_connections
 from askback.server._tools import at_mcp_boundary
 from askback.server.auth import caller_of
 from askback.server.round import Handler, RoundConfig
@@ -214,7 +214,7 @@ class _Meta:
             kwargs = tool.arguments(arguments or {})
         except ValidationError as exc:
             # What the SDK answers a direct call whose arguments do not fit, audited as that refusal is.
-            detail = f"Error executing tool {name}: {exc}"
+            detail = arguments_error(tool.name, exc)
             await self.audit_refusal({"name": name}, "invalid_arguments", detail[:500])
             raise ToolError(detail) from exc
         reports: list[NotReady] = []

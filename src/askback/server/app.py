@@ -48,7 +48,7 @@ from askback.core.text import unstorable_text
 from askback.db.migrate import Component
 from askback.errors import AskbackError, ConfigurationError, InsufficientScopeError, InvalidParamsError
 from askback.extension import Extension, ExtensionContext, Mounted, Ports, merge_ports
-from askback.server._catalogue import Catalogue, catalogue_tool
+from askback.server._catalogue import Catalogue, catalogue_tool, refused_call
 from askback.server._meta import install_meta, refuse_meta_name
 from askback.server._tools import at_mcp_boundary as _at_mcp_boundary
 from askback.server._tools import check_questions, check_task_tool, checked_scopes
@@ -443,8 +443,10 @@ class Askback:
             name = params.get("name")
             refused = not rounds and not (isinstance(result, dict) and result.get("resultType") != "complete")
             if ctx.method == "tools/call" and refused and isinstance(name, str) and name in self.tools:
-                # Refused by the SDK before the tool ran (arguments that do not fit its input schema).
-                await self._audit_refusal(params, "invalid_arguments", _first_text(result))
+                # Refused by the SDK before the tool ran (arguments that do not fit its input schema): told and
+                # audited without the values given.
+                result, detail = refused_call(self.catalogue.get(name), params.get("arguments"), result)
+                await self._audit_refusal(params, "invalid_arguments", detail[:500])
             return result
         except MCPError as exc:
             data = exc.error.data if isinstance(exc.error.data, Mapping) else {}
@@ -487,12 +489,3 @@ class Askback:
                 "restart and no second worker or instance can take the answers. Set ASKBACK_STATE_KEYS (see "
                 "`askback keys new`)."
             )
-
-
-def _first_text(result: HandlerResult) -> str:
-    content = result.get("content") if isinstance(result, dict) else getattr(result, "content", None)
-    for item in content or ():
-        text = item.get("text") if isinstance(item, dict) else getattr(item, "text", None)
-        if isinstance(text, str):
-            return text[:500]
-    return ""
