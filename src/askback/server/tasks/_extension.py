@@ -121,9 +121,10 @@ def _detailed(record: TaskRecord) -> dict[str, Any]:
     return view
 
 
-def _unknown(task_id: str) -> Exception:
+def _unknown() -> Exception:
+    # The id is the client's own text: none of it is echoed (a terminal or a log would act on its escapes).
     return InvalidParamsError(
-        f"Invalid params: there is no task {task_id[:6]}... for this caller (unknown, expired, or another user's). "
+        "Invalid params: there is no such task for this caller (unknown, expired, or another user's). "
         "Call the tool again to start a new task."
     ).to_mcp_error()
 
@@ -291,7 +292,7 @@ class TasksExtension(Extension):
         store = await self.app.store()
         record = await read_task(store, task_id, now=self.app.clock.now())
         if record is None or record.principal != _principal():
-            raise _unknown(task_id)
+            raise _unknown()
         return record
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
