@@ -175,7 +175,9 @@ async def test_an_unknown_task_error_shows_none_of_the_clients_task_id(http: htt
         # No Mcp-Name header (it is optional), so the body's id reaches the lookup as the client wrote it.
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"taskId": hostile, "_meta": meta}}
         headers = {"Authorization": "Bearer demo-alice", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
-        reply = (await http.post(url, json=body, headers={**headers, "Accept": "application/json, text/event-stream"})).json()
+        reply = (
+            await http.post(url, json=body, headers={**headers, "Accept": "application/json, text/event-stream"})
+        ).json()
         error = reply["error"]
         assert error["code"] == -32602, reply
         shown = json.dumps(error)
