@@ -335,7 +335,12 @@ async def test_questions_asked_before_the_task_reach_its_result(http: httpx.Asyn
     first = (await call(http, url, "named", {}))["result"]
     assert first["resultType"] == "input_required" and "taskId" not in first
     (key,) = first["inputRequests"]
-    params = {"name": "named", "arguments": {}, "inputResponses": {key: accept(name="Alice")}}
+    params = {
+        "name": "named",
+        "arguments": {},
+        "inputResponses": {key: accept(name="Alice")},
+        "requestState": first["requestState"],
+    }
     created = (await rpc(http, url, "tools/call", params))["result"]
     assert created["resultType"] == "task" and "requestState" not in created
     done = await until_status(http, url, created["taskId"], "completed")
