@@ -43,7 +43,12 @@ async def test_tasks_are_listed_and_shown_with_their_questions_but_never_answers
         key = next(iter((await until_status(http, url, waiting, "input_required"))["inputRequests"]))
         first = (await call(http, url, "named", {}, token="demo-bob"))["result"]
         (asked,) = first["inputRequests"]
-        params = {"name": "named", "arguments": {}, "inputResponses": {asked: accept(name=CANARY)}}
+        params = {
+            "name": "named",
+            "arguments": {},
+            "inputResponses": {asked: accept(name=CANARY)},
+            "requestState": first["requestState"],
+        }
         done = (await rpc(http, url, "tools/call", params, token="demo-bob"))["result"]["taskId"]
         assert (
             CANARY

@@ -165,6 +165,26 @@ async def test_another_principal_and_unknown_ids_get_invalid_params(
     assert (await get(http, url, task_id))["result"]["status"] == "input_required"
 
 
+async def test_an_unknown_task_error_shows_none_of_the_clients_task_id(http: httpx.AsyncClient, url: str) -> None:
+    hostile = "\x1b[2J\x1b]8;;https://evil.example\x07task_" + "x" * 40
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    }
+    for method in ("tasks/get", "tasks/cancel"):
+        # No Mcp-Name header (it is optional), so the body's id reaches the lookup as the client wrote it.
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"taskId": hostile, "_meta": meta}}
+        headers = {"Authorization": "Bearer demo-alice", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+        reply = (
+            await http.post(url, json=body, headers={**headers, "Accept": "application/json, text/event-stream"})
+        ).json()
+        error = reply["error"]
+        assert error["code"] == -32602, reply
+        shown = json.dumps(error)
+        assert "\\u001b" not in shown and "evil" not in shown and "task_x" not in shown, shown
+        assert "no such task" in error["message"]
+
+
 async def test_without_the_extension_a_required_task_is_refused_and_an_optional_one_runs_as_mrtr(
     http: httpx.AsyncClient, url: str, tmp_path: Path
 ) -> None:
@@ -315,7 +335,12 @@ async def test_questions_asked_before_the_task_reach_its_result(http: httpx.Asyn
     first = (await call(http, url, "named", {}))["result"]
     assert first["resultType"] == "input_required" and "taskId" not in first
     (key,) = first["inputRequests"]
-    params = {"name": "named", "arguments": {}, "inputResponses": {key: accept(name="Alice")}}
+    params = {
+        "name": "named",
+        "arguments": {},
+        "inputResponses": {key: accept(name="Alice")},
+        "requestState": first["requestState"],
+    }
     created = (await rpc(http, url, "tools/call", params))["result"]
     assert created["resultType"] == "task" and "requestState" not in created
     done = await until_status(http, url, created["taskId"], "completed")

@@ -147,3 +147,44 @@ def test_a_cancel_either_wins_before_the_effect_or_finds_it_started_and_the_task
     finally:
         runner.stop()
         other.stop()
+
+
+def test_a_task_whose_effect_started_and_raised_is_not_cancelled_afterwards(tmp_path: Path, any_database: str) -> None:
+    anyio.run(migrated, any_database)
+    env = {
+        "ASKBACK_DATABASE_URL": any_database,
+        "ASKBACK_STATE_KEYS": secrets.token_urlsafe(32),
+        "ASKBACK_DEMO_AUTH": "true",
+    }
+    runner, other = Instance(TARGET, env), Instance(TARGET, env)
+    runner.start()
+    other.start()
+    try:
+        log = tmp_path / "stumbling"
+        task_id = rpc(runner.url, "tools/call", {"name": "stumbling", "arguments": {"log": str(log)}})["taskId"]
+        asked: dict[str, Any] = {}
+
+        def waiting_on(prefix: str) -> bool:
+            asked.update(rpc(runner.url, "tasks/get", {"taskId": task_id}))
+            keys = list(asked.get("inputRequests", {})) if asked["status"] == "input_required" else []
+            return bool(keys) and keys[0].startswith(prefix)
+
+        wait_until(lambda: waiting_on("ok."), what="the first question")
+        (key,) = asked["inputRequests"]
+        yes = {"action": "accept", "content": {"ok": True}}
+        rpc(runner.url, "tasks/update", {"taskId": task_id, "inputResponses": {key: yes}})
+        # The effect ran and raised; its claim was released, and the handler asks again.
+        wait_until(lambda: waiting_on("again."), what="the question after the effect")
+        assert lines(log) == ["attempt"]
+
+        answer = rpc(other.url, "tasks/cancel", {"taskId": task_id})
+        told = answer["_meta"]["askback/cancel"]
+        assert told["status"] == "input_required" and told["message"].startswith("Not cancelled"), told
+        assert rpc(other.url, "tasks/get", {"taskId": task_id})["status"] == "input_required"
+        (key,) = rpc(other.url, "tasks/get", {"taskId": task_id})["inputRequests"]
+        rpc(other.url, "tasks/update", {"taskId": task_id, "inputResponses": {key: yes}})
+        done = ended(other.url, task_id)
+        assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Stumbled.", done
+    finally:
+        runner.stop()
+        other.stop()

@@ -21,7 +21,7 @@ in `askback.core._connect`. `NeedInput` and `FlowEnded` derive from `BaseExcepti
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast, overload
 
@@ -54,6 +54,7 @@ __all__ = [
     "Returned",
     "RunOutcome",
     "as_json",
+    "ask_first",
     "readiness",
     "run",
     "run_events",
@@ -396,3 +397,25 @@ async def run(flow: Flow, handler: Callable[[], Awaitable[Any]], *, new_id: Call
 def run_events(flow: Flow) -> tuple[FlowEvent, ...]:
     """What the audit trail should know of a run the handler ended with its own exception."""
     return tuple(flow._round.events)
+
+
+async def ask_first(
+    flow: Flow, questions: Sequence[Question[Any]], name: str, start: Callable[[FlowState], Awaitable[R]]
+) -> R:
+    """The round of a task tool's `ask_first` questions, before its task exists: `questions` in one round (as
+    `ask_all` asks them, validated and re-asked alike), then `start(state)` run once for this flow as its effect
+    `name` (`flow.once`: never on answers that came without askback's sealed state, which are asked again). `state`
+    is what the tool's handler starts from in the task: this flow, its round, and every answer (a decline or a cancel
+    is an answer too, for that handler to read with `flow.ask` or `flow.outcome`)."""
+    for question in questions:
+        flow._outcome(question, message=None, url=None, expect=None, batch=True)
+    record = flow._round
+    if record.pending:
+        raise NeedInput
+
+    def begin() -> Awaitable[R]:
+        base = record.state
+        started, round_ = (base.started, base.round) if base else (record.now, 0)
+        return start(FlowState(record.link_flow_id(), started, round_, answers=dict(record.recorded)))
+
+    return await flow.once(name, begin)

@@ -38,7 +38,7 @@ from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes, modern, push_questions
 from askback.store import Completion, HeldAnswers, RoundRecord, Store
 
-__all__ = ["Abandoned", "Handler", "RoundConfig", "TaskRun", "failure", "run_round", "run_task_round"]
+__all__ = ["Abandoned", "Handler", "RoundConfig", "TaskRun", "failure", "run_ask_first", "run_round", "run_task_round"]
 
 logger = logging.getLogger("askback")
 
@@ -92,6 +92,35 @@ async def run_round(
     )
     outcome = await io.drive(request)
     for note in outcome.notes:
+        emit(io.audit(note))
+    if isinstance(outcome, plan.Raise):
+        raise outcome.error
+    return outcome.result
+
+
+async def run_ask_first(
+    config: RoundConfig,
+    handler: Handler,
+    caller: Caller | None,
+    *,
+    capabilities: ClientCapabilities | None,
+    plaintext: str | None,
+    responses: Mapping[str, Any] | None,
+) -> CallToolResult | InputRequiredResult:
+    """A round of a task tool's `ask_first` questions on `tools/call`, before the task exists, driven through the same
+    plan as an MRTR round (`run_round`): the same claim, sealed state, validation, re-asking, limits and audit notes.
+    `handler` asks the questions and opens the task as the flow's effect (`core.flow.ask_first`); its value is
+    answered through `config.tool_result`. The flow goes on as the task, whose end is the flow's `completed` event:
+    the round that opens it writes none."""
+    io = _RoundIO(config, handler, {}, caller, capabilities=capabilities, opening=True)
+    request = plan.RoundRequest(
+        sealed=plaintext is not None,
+        state=FlowState.decode(plaintext) if plaintext is not None else None,
+        responses=responses,
+        now=io.now,
+    )
+    outcome = await io.drive(request)
+    for note in io.kept(outcome.notes):
         emit(io.audit(note))
     if isinstance(outcome, plan.Raise):
         raise outcome.error
@@ -165,8 +194,10 @@ class _RoundIO:
         capabilities: ClientCapabilities | None,
         ctx: Context[Any, Any] | None = None,
         claim_effect: ClaimEffect | None = None,
+        opening: bool = False,
     ) -> None:
         self.config = config
+        self.opening = opening
         self.handler = handler
         self.arguments = arguments
         self.capabilities = capabilities
@@ -194,6 +225,12 @@ class _RoundIO:
                 with anyio.CancelScope(shield=True):
                     await self.accounts.aclose()
         return outcome
+
+    def kept(self, notes: tuple[plan.Note, ...]) -> tuple[plan.Note, ...]:
+        """The notes this round writes: a round that opens a task leaves the flow's end to the task."""
+        if not self.opening:
+            return notes
+        return tuple(n for n in notes if not (n.event == "completed" and n.outcome == "completed"))
 
     def audit(self, note: plan.Note) -> AuditEvent:
         # A note is written with the round's records and then logged: made into an event once.
@@ -331,7 +368,7 @@ class _RoundIO:
         held = None
         if hold is not None:
             held = HeldAnswers(hold.flow_id, hold.round, seal.seal(hold.flow_id, hold.round, hold.answers), hold.until)
-        events = [self.audit(n) for n in step.notes]
+        events = [self.audit(n) for n in self.kept(step.notes)]
         record = RoundRecord(
             step.flow_id,
             step.at,

@@ -148,7 +148,7 @@ class EventRow(Base):
 class TaskRow(Base):
     """One durable task (`askback.server.tasks`): who made it, the tool call it runs, where it stands (`status`,
     the flow's state and the questions it waits on), what it ended with, and which instance holds its lease while
-    the handler runs. JSON lives in Text columns; times are epoch seconds."""
+    the handler runs, and when it first started an effect. JSON lives in Text columns; times are epoch seconds."""
 
     __tablename__ = "askback_tasks"
 
@@ -172,3 +172,6 @@ class TaskRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     lease_owner: Mapped[str | None] = mapped_column(String(255))
     lease_until: Mapped[float | None] = mapped_column(Float)
+    # When the task first claimed an effect (set in the claim's transaction, never cleared): a cancel after it is
+    # refused, even when the effect raised and its claim was released.
+    effect_started_at: Mapped[float | None] = mapped_column(Float)

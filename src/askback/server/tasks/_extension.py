@@ -5,9 +5,10 @@ and `tasks/cancel`. `tasks/result` and `tasks/list` are left unbound, so the SDK
 A call becomes a task only when its tool allows it (`tool(task="optional" | "required")`) and the request declares
 the extension in its client capabilities; the row is committed before `CreateTaskResult` is returned, so `tasks/get`
 resolves the id from then on, on every instance. Questions a tool lists in `ask_first` are asked as ordinary MRTR
-rounds on `tools/call` before the task exists, and their answers go into the task's flow. A `tools/call` that
-carries a `requestState` continues an MRTR flow begun without the extension, so it goes on in MRTR rounds even when
-it declares the extension now (an optional task tool; a required one never began such a flow). A task is bound to the
+rounds on `tools/call` before the task exists (`_first`: sealed state, validation and audit as MRTR), and the round
+that brings their answers opens the task, which goes on as that flow. Any other `tools/call` that carries a
+`requestState` continues an MRTR flow begun without the extension, so it goes on in MRTR rounds even when it declares
+the extension now (an optional task tool; a required one never began such a flow). A task is bound to the
 principal that created it: another principal's id reads as unknown (-32602), like an expired one.
 
 A task still waiting for answers past its flow deadline is ended (`completed`, "Expired") by the `tasks/update` that
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,16 +28,16 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolRequestParams, ElicitResult, InputResponse, RequestParams
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, ClientCapabilities, InputResponse, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, TypeAdapter, ValidationError
 
-from askback.core.caller import missing_scopes
-from askback.core.questions import AnswerRejected, Question
-from askback.core.state import FlowState, RecordedAnswer
+from askback.core.caller import Caller, missing_scopes
+from askback.core.state import FlowState
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
 from askback.server.auth import caller_of
 from askback.server.tasks._account_waits import AccountWaits
+from askback.server.tasks._first import began_first, first_round
 from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
 from askback.server.tasks._runner import TaskRunner, cancel, lapse, task_config
 from askback.server.tasks.status import TERMINAL, TaskStatus
@@ -122,9 +124,10 @@ def _detailed(record: TaskRecord) -> dict[str, Any]:
     return view
 
 
-def _unknown(task_id: str) -> Exception:
+def _unknown() -> Exception:
+    # The id is the client's own text: none of it is echoed (a terminal or a log would act on its escapes).
     return InvalidParamsError(
-        f"Invalid params: there is no task {task_id[:6]}... for this caller (unknown, expired, or another user's). "
+        "Invalid params: there is no such task for this caller (unknown, expired, or another user's). "
         "Call the tool again to start a new task."
     ).to_mcp_error()
 
@@ -148,27 +151,6 @@ def _declares(ctx: ServerRequestContext[Any, Any]) -> bool:
         return False
     capabilities = ctx.session.client_capabilities
     return bool(capabilities is not None and capabilities.extensions and TASKS_EXTENSION in capabilities.extensions)
-
-
-def _asked_first(
-    questions: Sequence[Question[Any]], responses: Mapping[str, Any] | None
-) -> tuple[dict[str, RecordedAnswer], dict[str, Any]]:
-    """The answers given to the questions asked before the task (by key, as the flow records them), and the input
-    requests of those still unanswered (or answered wrongly)."""
-    answers: dict[str, RecordedAnswer] = {}
-    missing: dict[str, Any] = {}
-    for question in questions:
-        params, q = question.shown()
-        raw = (responses or {}).get(question.key)
-        try:
-            response = raw if isinstance(raw, ElicitResult) else ElicitResult.model_validate(raw)
-            content = response.content if response.action == "accept" else None
-            if response.action == "accept":
-                question.read(content)
-            answers[question.key] = RecordedAnswer(response.action, content, q)
-        except (ValidationError, AnswerRejected):
-            missing[question.key] = {"method": "elicitation/create", "params": params}
-    return answers, missing
 
 
 def _on_the_wire(
@@ -243,7 +225,7 @@ class TasksExtension(Extension):
         if not _declares(ctx):
             self.refuse_without_extension(params.name, ctx)
             return await call_next(ctx)
-        if support == "optional" and params.request_state is not None:
+        if support == "optional" and params.request_state is not None and not began_first(params.request_state):
             # A retry of an MRTR flow that began without the extension: its answers are in its state, and a new task
             # would ask them again, so it goes on as it began.
             return await call_next(ctx)
@@ -260,19 +242,47 @@ class TasksExtension(Extension):
             app.catalogue[params.name].arguments(arguments)
         except ValidationError:
             return await call_next(ctx)
-        answers, missing = _asked_first(asks_first, params.input_responses)
-        if missing:
-            return {"resultType": "input_required", "inputRequests": missing}
+        capabilities = ctx.session.client_capabilities
+
+        async def open_task(flow: FlowState) -> dict[str, Any]:
+            return await self._open(params.name, arguments, caller, capabilities, flow)
+
+        if not asks_first:
+            return await open_task(FlowState(flow_id=app.new_id(), started=app.clock.now()))
+        asked = await first_round(
+            app.round_config,
+            params.name,
+            asks_first,
+            caller,
+            capabilities=capabilities,
+            plaintext=params.request_state,
+            responses=params.input_responses,
+            open_task=open_task,
+        )
+        if isinstance(asked, dict):
+            return asked
+        return asked.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    async def _open(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        caller: Caller | None,
+        capabilities: ClientCapabilities | None,
+        flow: FlowState,
+    ) -> dict[str, Any]:
+        """Make the task, committed before its view (the flat `CreateTaskResult`) is returned, and run it here.
+        `flow`: what its handler starts from (the answers asked before it, if any); its deadline counts from now."""
+        app = self.app
         store = await app.store()
         now = app.clock.now()
         await self._prune(store, now)
         settings = app.settings
-        capabilities = ctx.session.client_capabilities
         record = TaskRecord(
             task_id=new_task_id(),
             principal=caller.principal if caller is not None else None,
             scopes=tuple(sorted(caller.scopes)) if caller is not None else (),
-            tool=params.name,
+            tool=tool,
             arguments=arguments,
             capabilities=capabilities.model_dump(by_alias=True, exclude_none=True, mode="json") if capabilities else {},
             status=TaskStatus.WORKING,
@@ -282,7 +292,7 @@ class TasksExtension(Extension):
             expires_at=now + settings.task_ttl,
             ttl_ms=int(settings.task_ttl * 1000),
             poll_ms=settings.task_poll_interval,
-            flow=FlowState(flow_id=app.new_id(), started=now, answers=answers),
+            flow=replace(flow, started=now),
             outstanding={},
             responses={},
             lease_owner=self.runner.owner,
@@ -303,7 +313,7 @@ class TasksExtension(Extension):
         store = await self.app.store()
         record = await read_task(store, task_id, now=self.app.clock.now())
         if record is None or record.principal != _principal():
-            raise _unknown(task_id)
+            raise _unknown()
         return record
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:

@@ -18,7 +18,7 @@ from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
 from askback.store import EffectClaim, Store, hold_lock
 from askback.store._models import TaskRow
-from askback.store.ledger import EFFECTS, flow_effects
+from askback.store.ledger import EFFECTS
 
 __all__ = [
     "TaskRecord",
@@ -62,6 +62,7 @@ _WAITING = (
 )
 _READ_LOCKED = _READ.with_for_update()
 _PRUNE = delete(_TASKS).where(_t.expires_at < bindparam("b_now"))
+_STARTED = update(_TASKS).where(_t.task_id == bindparam("b_task_id")).values(effect_started_at=bindparam("b_at"))
 _MUTABLE = ("status", "status_message", "updated_at", "flow", "outstanding", "responses", "result", "error")
 _WRITE = (
     update(_TASKS)
@@ -95,6 +96,8 @@ class TaskRecord:
     error: Mapping[str, Any] | None = None
     lease_owner: str | None = None
     lease_until: float | None = None
+    # When the task first claimed an effect: only `claim_effect` sets it, and nothing clears it.
+    effect_started_at: float | None = None
 
     def moved(self, **changes: Any) -> TaskRecord:
         """This task with `changes`; a status it may not move to is a programming error."""
@@ -104,11 +107,12 @@ class TaskRecord:
         return dataclasses.replace(self, **changes)
 
 
-def cancelled(record: TaskRecord, now: float, *, started: bool = False) -> TaskRecord | None:
+def cancelled(record: TaskRecord, now: float) -> TaskRecord | None:
     """What a cancel (`tasks/cancel`, `askback tasks cancel`) makes of the task: `cancelled`, with nothing outstanding
-    and no lease. A task that has ended stays as it is (`None`), and so does one that `started` an effect: once an
-    effect is claimed, the task runs on to its result, so that "cancelled" always means no effect ran."""
-    if record.status in TERMINAL or started:
+    and no lease. A task that has ended stays as it is (`None`), and so does one that has started an effect (claimed
+    it, whether the effect is running, done, or raised and was released): the task runs on to its result, so that
+    "cancelled" always means no effect of the task started."""
+    if record.status in TERMINAL or record.effect_started_at is not None:
         return None
     return record.moved(
         status=TaskStatus.CANCELLED,
@@ -143,6 +147,7 @@ def _row(record: TaskRecord) -> dict[str, Any]:
         "error": None if record.error is None else _dump(record.error),
         "lease_owner": record.lease_owner,
         "lease_until": record.lease_until,
+        "effect_started_at": record.effect_started_at,
     }
 
 
@@ -171,6 +176,7 @@ def _record(row: Any) -> TaskRecord:
         error=None if row.error is None else json.loads(row.error),
         lease_owner=row.lease_owner,
         lease_until=row.lease_until,
+        effect_started_at=row.effect_started_at,
     )
 
 
@@ -229,13 +235,9 @@ async def change(
 
 
 async def cancel(store: Store, task_id: str, *, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
-    """The row change of a cancel (`cancelled`), told in the same transaction whether the task has claimed any
-    effect (`claim_effect` takes the same lock first): (the task as it was read, the task cancelled or `None`)."""
-
-    def decide(conn: Any, record: TaskRecord) -> TaskRecord | None:
-        return cancelled(record, now, started=bool(flow_effects(conn, record.flow.flow_id)))
-
-    return await _change(store, task_id, decide, now=now)
+    """The row change of a cancel (`cancelled`), under the lock `claim_effect` takes to mark the task's first effect
+    started: (the task as it was read, the task cancelled or `None`)."""
+    return await change(store, task_id, lambda record: cancelled(record, now), now=now)
 
 
 async def _change(
@@ -261,14 +263,19 @@ async def claim_effect(
 ) -> EffectClaim | None:
     """Claim effect `name` of the task's flow (as `Store.claim_effect` does) in one transaction with the task's row,
     only while the task is still `working` under `owner`'s lease: `None` when it is not (cancelled, ended, or taken
-    over), and then nothing is claimed. A cancel takes the same lock, so it either comes first and the effect never
-    starts, or finds the effect claimed."""
+    over), and then nothing is claimed. The first claim won marks the row (`effect_started_at`), and a release never
+    clears the mark. A cancel takes the same lock, so it either comes first and the effect never starts, or finds the
+    mark."""
 
     def run(conn: Any) -> EffectClaim | bool | None:
         record = _locked(conn, task_id, at)
         if record is None or record.status != TaskStatus.WORKING or record.lease_owner != owner:
             return False
-        return EFFECTS.try_claim(conn, flow_id, name, instance=owner, at=at, lease=lease)
+        claim = EFFECTS.try_claim(conn, flow_id, name, instance=owner, at=at, lease=lease)
+        if claim is not None and claim.status == "won" and record.effect_started_at is None:
+            # The effect starts now: a later cancel is refused, even when it raises and its claim is released.
+            conn.execute(_STARTED, {"b_task_id": task_id, "b_at": at})
+        return claim
 
     for _ in range(_RACE_ATTEMPTS):
         found = await store.transaction(run, doing=f"claim the effect {name!r} of a task", immediate=True)

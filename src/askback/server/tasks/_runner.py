@@ -10,10 +10,10 @@ The run is given a frozen `TaskConfig` (the app's `RoundConfig`, its tools, the 
 
 Effects go through `flow.once`, keyed by the task's own flow id, so a run taken over after a crash gets the recorded
 outcome instead of running it again. Each effect is claimed in one transaction with the task's row, only while the
-task is still `working` under this run's lease (`_rows.claim_effect`); a cancel takes the same lock and ends the task
-only while none of its effects is claimed (`_rows.cancelled`). So a cancel either comes first (the run stops at its
-next effect, which never starts) or finds an effect started (the task runs on and ends with its result): a
-`cancelled` task never ran an effect. While the handler runs, the instance renews the task's lease every third of
+task is still `working` under this run's lease (`_rows.claim_effect`, which marks the row at the first claim, a mark
+no release clears); a cancel takes the same lock and ends the task only while it has no such mark
+(`_rows.cancelled`). So a cancel either comes first (the run stops at its next effect, which never starts) or finds an
+effect started (the task runs on and ends with its result): no effect of a `cancelled` task ever started. While the handler runs, the instance renews the task's lease every third of
 `ASKBACK_TASK_LEASE`; a renewal that finds the task no longer its own stops the run, and a run's end is written only
 while the task is still `working` under this lease.
 
@@ -218,7 +218,7 @@ async def cancel(
     store: Store, task_id: str, *, now: float, instance: str
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
     """The one cancel of `tasks/cancel` and `askback tasks cancel`: the row change `cancelled` makes (none once the
-    task has claimed an effect) and, when it ended the task, the audit trail's `completed` event for it (outcome
+    task has started an effect) and, when it ended the task, the audit trail's `completed` event for it (outcome
     `cancelled`). The task before and after the change (after is `None` when the task had ended already, had
     started an effect, or is unknown)."""
     before, after = await _rows.cancel(store, task_id, now=now)
