@@ -23,7 +23,15 @@ from askback.errors import DefinitionError
 from askback.server._tools import sdk_function
 from askback.server.round import Handler
 
-__all__ = ["Catalogue", "CatalogueTool", "arguments_error", "catalogue_tool", "checked_connections", "refused_call"]
+__all__ = [
+    "Catalogue",
+    "CatalogueTool",
+    "argument_problems",
+    "arguments_error",
+    "catalogue_tool",
+    "checked_connections",
+    "refused_call",
+]
 
 # The accounts' own rule for a connection name (it appears in URLs and question keys).
 _CONNECTION = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -32,9 +40,14 @@ _CONNECTION = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 def arguments_error(tool: str, exc: ValidationError) -> str:
     """What a call whose arguments do not fit the tool's input schema is told, and what its audit row keeps: where
     and what is wrong, by pydantic, but never the value given (an argument may be anything, a secret included)."""
+    return f"Error executing tool {tool}: {argument_problems(exc)}"
+
+
+def argument_problems(exc: ValidationError) -> str:
+    """Where and what is wrong with a call's arguments, by pydantic, never the value given."""
     problems = exc.errors(include_input=False, include_url=False, include_context=False)
     parts = [f"{'.'.join(map(str, p['loc'])) or 'arguments'}: {p['msg']}" for p in problems]
-    return f"Error executing tool {tool}: the arguments do not fit its input schema: {'; '.join(parts)}"
+    return f"the arguments do not fit its input schema: {'; '.join(parts)}"
 
 
 def refused_call(tool: CatalogueTool | None, given: object, result: HandlerResult) -> tuple[HandlerResult, str]:

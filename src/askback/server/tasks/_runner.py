@@ -44,6 +44,7 @@ from askback.core.caller import Caller, split_principal
 from askback.core.round import End, Limits, admit
 from askback.core.state import FlowState
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
+from askback.server._catalogue import argument_problems
 from askback.server.round import Abandoned, Handler, RoundConfig, TaskRun, failure, run_task_round
 from askback.server.tasks import _rows
 from askback.server.tasks._rows import TaskRecord, change, read_task
@@ -376,7 +377,7 @@ class TaskRunner:
             arguments = tool.arguments(dict(record.arguments))
         except ValidationError as exc:
             # Checked when the task was made: only a tool whose signature changed since gets here.
-            return TaskRun(plan.Raise(ToolError(str(exc)), ()), ())
+            return TaskRun(plan.Raise(ToolError(argument_problems(exc)), ()), ())
         caller = (
             None
             if record.principal is None
