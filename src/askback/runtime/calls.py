@@ -426,13 +426,18 @@ class Runtime:
         self._account_hooks.append(hook)
 
     async def account_active(self, event: AccountActive) -> list[Outcome]:
-        """An account became ACTIVE, says an event: every parked call of that person, to that server, whose round
-        asks the link for exactly that account (connection and label) is sent back to look, the link unanswered:
-        the server reads the account's real status and goes on, or asks for the account again, and the call parks
-        again, waiting as before (`askback.runtime._account_events`). The hooks of `on_account_active` run after."""
-        outcomes = await _account_events.account_active(self, event)
+        """An account became ACTIVE, says an event: send back every call waiting for exactly that account, as
+        `askback.runtime._account_events` says; `ResumeDueError` when some could not go on, once all were tried.
+        The hooks of `on_account_active` run after, either way."""
+        failed: ResumeDueError | None = None
+        try:
+            outcomes = await _account_events.account_active(self, event)
+        except ResumeDueError as exc:
+            outcomes, failed = list(exc.outcomes), exc
         for hook in self._account_hooks:
             await hook(event)
+        if failed is not None:
+            raise failed
         return outcomes
 
     # The wire -----------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ so of two processes given the same webhook, or of a webhook and its redelivery, 
 `duplicate`. An id is claimed for the server whose secret signed it (`dedupe_key`): each sender counts its ids on its
 own, so two servers' ids may be equal, and neither server can claim the other's. The resume runs in the request, bounded by `resume_timeout`, so that a 2xx means it is done: a resume
 that fails or runs out of time gives the claim back and answers 503, and the sender's retry does it again, picking up
-a call whose question was answered but whose round was not sent. Other event types are answered 204 and ignored.
+a call whose question was answered but whose round was not sent. Each call is tried on its own: while some went on,
+one that could not is logged, listed `not_resumed` and waits as it was (the event is taken, 200); when every one
+failed, 503. Other event types are answered 204 and ignored.
 """
 
 from __future__ import annotations
@@ -178,7 +180,8 @@ class AccountEvent(Protocol):
 async def resume_for(runtime: Runtime, event: AccountActive) -> list[Outcome]:
     """Send back every call waiting for exactly `event`'s account (`Runtime.account_active`). Safe to repeat, and to
     run in two processes at once: a call's round is sent once (its resume is claimed in the store), a finished call
-    is not parked any more, and a call whose account is still not connected waits again with the server's link."""
+    is not parked any more, and a call whose account is still not connected waits again with the server's link.
+    `ResumeDueError` (after every call was tried) when some could not go on."""
     return await runtime.account_active(event)
 
 
