@@ -360,17 +360,16 @@ class ServerHTTPError(CallError):
 
 
 class ResumeDueError(CallError):
-    """`Runtime.resume_due` resumed every call that was due, and some of them could not go on: one call's server
-    being down or refusing never keeps the others from going. `outcomes` holds what the others came to, oldest
-    first; `errors` maps each call id that could not go on to its error, which says what became of that call (most
-    stay parked, to be resumed again)."""
+    """`Runtime.resume_due` resumed every call that was due (or `Runtime.account_active` sent back every call
+    waiting for the account), and some of them could not go on: one call's server being down or refusing never
+    keeps the others from going. `outcomes` holds what the others came to, in the order they were tried; `errors`
+    maps each call id that could not go on to its error, which says what became of that call (most stay parked, to
+    be resumed again)."""
 
-    def __init__(self, outcomes: Sequence[Outcome], errors: Mapping[str, CallError]) -> None:
+    def __init__(self, outcomes: Sequence[Outcome], errors: Mapping[str, CallError], *, of: str = "due calls") -> None:
         done = len(outcomes)
         said = "; ".join(f"call {call_id}: {error}" for call_id, error in errors.items())
-        super().__init__(
-            f"{len(errors)} of {done + len(errors)} due calls could not be resumed ({done} went on): {said}"
-        )
+        super().__init__(f"{len(errors)} of {done + len(errors)} {of} could not be resumed ({done} went on): {said}")
         self.outcomes = tuple(outcomes)
         self.errors = dict(errors)
 

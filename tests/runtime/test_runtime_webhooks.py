@@ -27,7 +27,7 @@ from askback.errors import ConfigurationError
 from askback.runtime import Completed, Parked, Runtime, WebInbox, resume_on_account_events, webhook_receiver
 from askback.runtime._models import WebhookRow
 from askback.runtime._unnamed_server import AnyServer, Bound, Undecided, binding
-from askback.runtime.webhooks import Refused, Verified, keys, verify
+from askback.runtime.webhooks import Refused, Verified, dedupe_key, keys, verify
 from askback.settings import load_settings
 from askback.testing import free_port, serving
 from infra import ROOT, inbox_serving, run_askback
@@ -270,7 +270,7 @@ async def test_a_webhook_id_is_taken_once_on_either_database_and_a_taking_proces
         await rt.store.transaction(
             lambda conn: conn.execute(
                 insert(WebhookRow),
-                {"id": "msg_stopped", "type": "account.connected", "received_at": NOW, "claim": "c", "claimed_until": NOW + 10},
+                {"id": dedupe_key(ELSEWHERE, "msg_stopped"), "type": "account.connected", "received_at": NOW, "claim": "c", "claimed_until": NOW + 10},
             ),
             doing="take in a webhook",
         )  # fmt: skip

@@ -6,7 +6,12 @@ principal's parked calls made to that server whose round asks the link for exact
 unanswered (`questions.look_decision`): a signed event is a hint to look, not a fact, and the server reads the
 account's real status. Connected, the call goes on. Not connected (a replayed or early event, an account that
 failed since), the server asks for the account again and the call parks on that round with the new link, waiting as
-before: an event never ends a call. A link a person has already answered is sent as they answered it.
+before, until the deadline it had: an event never ends a call, and never gives it more time. A link a person has
+already answered is sent as they answered it, and a round past its deadline is resumed as `Runtime.resume` resumes
+it (its unanswered questions answered `cancel`): an event does not bring back a call the person let expire.
+
+Each call is tried on its own: one that cannot go on (its server down or refusing) stays as it was, for its own
+retry, and the others go on; `ResumeDueError` then carries what each came to.
 
 A call the server made a task of is not sent back: a task's round cannot be sent back to look. An askback server
 resumes such a task itself once the account connects (docs/tasks.md), and the runtime's polling sees it move on.
@@ -18,11 +23,13 @@ import logging
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from askback.errors import CallError, ResumeDueError
 from askback.runtime._outcomes import AccountActive, Outcome, Parked
 from askback.runtime.questions import account_question
 
 if TYPE_CHECKING:
     from askback.runtime.calls import Runtime
+    from askback.runtime.parked_calls import CallRecord
 
 __all__ = ["account_active", "same_server"]
 
@@ -47,8 +54,10 @@ def same_server(one: str, other: str) -> bool:
 
 
 async def account_active(rt: Runtime, event: AccountActive) -> list[Outcome]:
-    """Send back every call waiting for exactly `event`'s account (see the module's docstring); what each came to."""
+    """Send back every call waiting for exactly `event`'s account (see the module's docstring); what each came to.
+    `ResumeDueError` when some could not go on, once every call has been tried."""
     outcomes: list[Outcome] = []
+    errors: dict[str, CallError] = {}
     records = [r async for page in rt.calls.pages(principal=event.principal) for r in page]
     for record in records:
         if record.task_id is not None or (event.server is not None and not same_server(record.server, event.server)):
@@ -56,11 +65,20 @@ async def account_active(rt: Runtime, event: AccountActive) -> list[Outcome]:
         question = account_question(record.questions, connection=event.connection, label=event.label)
         if question is None:
             continue
-        if question.key in await rt.calls.answers(record.id, record.round):
-            outcomes.append(await rt.resume(record.id))  # the person's own answer, not yet sent
-            continue
-        outcome = await rt._resumed(record.id, leave_open=question.key)
-        if isinstance(outcome, Parked) and outcome.round > record.round:
-            log.info("call %s: the account is not connected yet; it waits again on round %d", record.id, outcome.round)
-        outcomes.append(outcome)
+        try:
+            outcomes.append(await _send_back(rt, record, question.key))
+        except CallError as exc:
+            errors[record.id] = exc
+    if errors:
+        raise ResumeDueError(outcomes, errors, of="calls waiting for the account")
     return outcomes
+
+
+async def _send_back(rt: Runtime, record: CallRecord, key: str) -> Outcome:
+    if key in await rt.calls.answers(record.id, record.round):
+        return await rt.resume(record.id)  # the person's own answer, not yet sent
+    # Past its deadline the look is not taken: `_resume` resumes the round as `resume` does (`look_decision`).
+    outcome = await rt._resumed(record.id, leave_open=key)
+    if isinstance(outcome, Parked) and outcome.round > record.round:
+        log.info("call %s: the account is not connected yet; it waits again on round %d", record.id, outcome.round)
+    return outcome

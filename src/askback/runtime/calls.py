@@ -351,7 +351,7 @@ class Runtime:
         if leave_open is None:
             decision = resume_decision(record.questions, answers, now=now, deadline=record.deadline)
         else:
-            decision = look_decision(record.questions, answers, open_key=leave_open)
+            decision = look_decision(record.questions, answers, open_key=leave_open, now=now, deadline=record.deadline)
         if isinstance(decision, Waiting):
             return self._parked(record, missing=decision.missing)
         claim = await self.calls.claim(call_id, record.round, now=now, lease=self.settings.resume_lease)
@@ -368,8 +368,10 @@ class Runtime:
                 "call %s round %d: deadline passed, cancelled %s", call_id, record.round, ", ".join(decision.cancelled)
             )
         asking = outcome.get("resultType") == "input_required"
-        # A look that finds the account still not connected is asked the same link again: not a round to count.
-        looked_again = leave_open is not None and leave_open in (outcome.get("inputRequests") or {})
+        # A look that finds the account still not connected is asked the same link again: not a round to count, and
+        # no more time (the call waits until its own deadline). A round past its deadline was not a look.
+        looked = leave_open is not None and leave_open not in decision.responses
+        looked_again = looked and leave_open in (outcome.get("inputRequests") or {})
         if asking and record.round + 1 > self.settings.call_max_rounds and not looked_again:
             error = f"the server asked for round {record.round + 1}, past this runtime's cap of {self.settings.call_max_rounds} (ASKBACK_CALL_MAX_ROUNDS)"
             await self.calls.settle(
@@ -383,7 +385,7 @@ class Runtime:
             round_=record.round,
             sent=_wire.responses(decision),
             outcome=outcome,
-            deadline=now + self.settings.answer_wait,
+            deadline=record.deadline if looked_again else now + self.settings.answer_wait,
             now=now,
             task=task,
         )
@@ -424,13 +426,18 @@ class Runtime:
         self._account_hooks.append(hook)
 
     async def account_active(self, event: AccountActive) -> list[Outcome]:
-        """An account became ACTIVE, says an event: every parked call of that person, to that server, whose round
-        asks the link for exactly that account (connection and label) is sent back to look, the link unanswered:
-        the server reads the account's real status and goes on, or asks for the account again, and the call parks
-        again, waiting as before (`askback.runtime._account_events`). The hooks of `on_account_active` run after."""
-        outcomes = await _account_events.account_active(self, event)
+        """An account became ACTIVE, says an event: send back every call waiting for exactly that account, as
+        `askback.runtime._account_events` says; `ResumeDueError` when some could not go on, once all were tried.
+        The hooks of `on_account_active` run after, either way."""
+        failed: ResumeDueError | None = None
+        try:
+            outcomes = await _account_events.account_active(self, event)
+        except ResumeDueError as exc:
+            outcomes, failed = list(exc.outcomes), exc
         for hook in self._account_hooks:
             await hook(event)
+        if failed is not None:
+            raise failed
         return outcomes
 
     # The wire -----------------------------------------------------------------------------------------------

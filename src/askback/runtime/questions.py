@@ -240,11 +240,19 @@ def resume_decision(
 
 
 def look_decision(
-    questions: tuple[ParkedQuestion, ...], answers: Mapping[str, Answer], *, open_key: str
+    questions: tuple[ParkedQuestion, ...],
+    answers: Mapping[str, Answer],
+    *,
+    open_key: str,
+    now: float,
+    deadline: float | None,
 ) -> Waiting | Ready:
     """A round sent back to look whether an account is connected now: every question but `open_key` answered, and
     `open_key` sent with no answer, so that the server reads the account's real status and goes on, or asks again.
-    An `accept` would say that the person finished, which an event about the account cannot know."""
+    An `accept` would say that the person finished, which an event about the account cannot know. Past the round's
+    deadline there is no look: the round goes as `resume_decision` sends it then, unanswered questions `cancel`."""
+    if deadline is not None and now >= deadline:
+        return resume_decision(questions, answers, now=now, deadline=deadline)
     missing = tuple(q.key for q in questions if q.key != open_key and q.key not in answers)
     if missing:
         return Waiting(missing)

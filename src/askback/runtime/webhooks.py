@@ -21,13 +21,17 @@ as the parked calls allow (`askback.runtime._unnamed_server`).
 
 Exactly once: the `webhook-id` is claimed in the runtime's store (`askback_runtime_webhooks`) before anything is done,
 so of two processes given the same webhook, or of a webhook and its redelivery, one acts and the others answer 200
-`duplicate`. The resume runs in the request, bounded by `resume_timeout`, so that a 2xx means it is done: a resume
+`duplicate`. An id is claimed for the server whose secret signed it (`dedupe_key`): each sender counts its ids on its
+own, so two servers' ids may be equal, and neither server can claim the other's. The resume runs in the request, bounded by `resume_timeout`, so that a 2xx means it is done: a resume
 that fails or runs out of time gives the claim back and answers 503, and the sender's retry does it again, picking up
-a call whose question was answered but whose round was not sent. Other event types are answered 204 and ignored.
+a call whose question was answered but whose round was not sent. Each call is tried on its own: while some went on,
+one that could not is logged, listed `not_resumed` and waits as it was (the event is taken, 200); when every one
+failed, 503. Other event types are answered 204 and ignored.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import secrets as _random
@@ -48,7 +52,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from askback.asgi import API_HEADERS, AllowedHosts, CappedBody, HostGuard, SecurityHeaders
 from askback.clock import Clock
 from askback.core._connect import MAX_LABEL_LENGTH
-from askback.errors import AskbackError, ConfigurationError
+from askback.errors import AskbackError, CallError, ConfigurationError, ResumeDueError
 from askback.runtime._models import WebhookRow
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
 from askback.runtime._unnamed_server import UnnamedServer
@@ -66,6 +70,7 @@ __all__ = [
     "Unreadable",
     "Verified",
     "account_event",
+    "dedupe_key",
     "keys",
     "resume_for",
     "resume_on_account_events",
@@ -175,7 +180,8 @@ class AccountEvent(Protocol):
 async def resume_for(runtime: Runtime, event: AccountActive) -> list[Outcome]:
     """Send back every call waiting for exactly `event`'s account (`Runtime.account_active`). Safe to repeat, and to
     run in two processes at once: a call's round is sent once (its resume is claimed in the store), a finished call
-    is not parked any more, and a call whose account is still not connected waits again with the server's link."""
+    is not parked any more, and a call whose account is still not connected waits again with the server's link.
+    `ResumeDueError` (after every call was tried) when some could not go on."""
     return await runtime.account_active(event)
 
 
@@ -232,6 +238,14 @@ _DONE = (
     .where(_w.id == bindparam("b_id"), _w.claim == bindparam("b_claim"))
     .values(claim=None, claimed_until=None, done_at=bindparam("b_at"))
 )
+
+
+def dedupe_key(server: str, webhook_id: str) -> str:
+    """The key a webhook is claimed under: the server its signature proves and its `webhook-id`, as one digest that
+    fits the table's id column whatever their length. Rows taken before servers had keys of their own hold the bare
+    id and are never matched again: a redelivery of one is looked at once more, which a resume allows."""
+    digest = hashlib.sha256(f"{len(server)}:{server}\n{webhook_id}".encode()).hexdigest()
+    return f"s1_{digest}"
 
 
 async def _take(runtime: Runtime, webhook_id: str, type_: str, *, now: float, lease: float) -> str | None:
@@ -311,32 +325,44 @@ class _Receiver:
             return Response(status_code=204)
         if isinstance(event, Unreadable):
             return _json(400, reason=event.reason)
-        # The event speaks for the server whose secret signed it, and for no other.
-        return await self.resume(verdict.webhook_id, AccountReady(event.type, replace(event.account, server=server)))
+        # The event speaks for the server whose secret signed it, and for no other; so does its id.
+        ready = AccountReady(event.type, replace(event.account, server=server))
+        return await self.resume(server, verdict.webhook_id, ready)
 
-    async def resume(self, webhook_id: str, event: AccountReady) -> Response:
+    async def resume(self, server: str, webhook_id: str, event: AccountReady) -> Response:
         runtime = self.runtime
-        claim = await _take(runtime, webhook_id, event.type, now=self.clock.now(), lease=2 * self.timeout)
+        key = dedupe_key(server, webhook_id)
+        claim = await _take(runtime, key, event.type, now=self.clock.now(), lease=2 * self.timeout)
         if claim is None:
             return _json(200, duplicate=True, calls=[])
+        failed: dict[str, CallError] = {}
         try:
             with anyio.fail_after(self.timeout):
                 account = event.account
                 if self.unnamed is not None:  # secrets without their server: the server they are bound to
                     account = replace(account, server=await self.unnamed.server())
-                outcomes = await resume_for(runtime, account)
+                try:
+                    outcomes = await resume_for(runtime, account)
+                except ResumeDueError as exc:
+                    if not exc.outcomes:
+                        raise  # no call went on: the sender's retry is every call's next chance
+                    outcomes, failed = list(exc.outcomes), exc.errors
         except (AskbackError, TimeoutError) as exc:
             why = "the resume did not finish in time" if isinstance(exc, TimeoutError) else "the resume failed"
             # One line, no traceback: what a server said is its own text, and the log's formatter escapes it.
             log.warning("webhook %s: %s: %s", webhook_id, why, "no answer" if isinstance(exc, TimeoutError) else exc)
-            await self.give_back(webhook_id, claim)
+            await self.give_back(key, claim)
             return _json(503, reason=f"{why}; send it again")
         except BaseException:
-            await self.give_back(webhook_id, claim)
+            await self.give_back(key, claim)
             raise
-        params = {"b_id": webhook_id, "b_claim": claim, "b_at": self.clock.now()}
+        for call_id, error in failed.items():
+            # Taken: the calls that went on must not be sent again; this one waits as it was, for its own retry.
+            log.warning("webhook %s: call %s could not go on and waits as it was: %s", webhook_id, call_id, error)
+        params = {"b_id": key, "b_claim": claim, "b_at": self.clock.now()}
         await runtime.store.transaction(lambda conn: conn.execute(_DONE, params), doing="record a webhook")
-        return _json(200, duplicate=False, calls=[_outcome_json(o) for o in outcomes])
+        calls = [_outcome_json(o) for o in outcomes] + [{"call_id": c, "status": "not_resumed"} for c in failed]
+        return _json(200, duplicate=False, calls=calls)
 
     async def give_back(self, webhook_id: str, claim: str) -> None:
         with anyio.CancelScope(shield=True):
