@@ -17,9 +17,12 @@ A receiver cannot hurt the sender, nor hold up the other receivers:
 - only the status matters: reading an answer stops once `ANSWER_READ` bytes of it came (one network read at most
   beyond), as sent (`Accept-Encoding: identity`, never inflated, whatever the receiver sends), and the connection is
   closed with the rest unread; nothing of it is kept;
-- at most `concurrency` attempts are under way at once on an instance, and at most `per_endpoint` to one endpoint.
-  A delivery is claimed only when a slot is free for it, and `run` starts each one on its own, without waiting for
-  the others: a slow endpoint holds its own slots, and the other endpoints' deliveries go out meanwhile.
+- at most `concurrency` attempts are under way at once on an instance, and at most `per_endpoint` to one receiver,
+  counted per origin (scheme, host, port) whatever the endpoints' paths; a receiver whose last attempt failed gets
+  one at a time until it answers again, and the failing receivers together at most half of `concurrency`
+  (`_slots`). A delivery is claimed only when a slot is free for it, and `run` starts each one on its own, without
+  waiting for the others: a slow receiver holds its own slots, and the others' deliveries go out meanwhile;
+- whatever goes wrong in one attempt (a URL httpx cannot send to, any exception) fails that attempt, never the loop.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import cast
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -42,7 +46,8 @@ from askback.clock import Clock, SystemClock
 from askback.errors import AskbackError, ConfigurationError
 from askback.store import Store
 from askback.webhooks._guard import Resolve, guarded_transport, origin
-from askback.webhooks.endpoints import Endpoint
+from askback.webhooks._slots import Origin, Slots, marks_failing
+from askback.webhooks.endpoints import Endpoint, redacted_url
 from askback.webhooks.outbox import Attempt, Claimed, DeliveryStatus, Outbox, Source
 from askback.webhooks.schedule import RetryAt, RetrySchedule
 from askback.webhooks.signing import message_body, signed_headers
@@ -53,7 +58,7 @@ logger = logging.getLogger("askback.webhooks")
 
 # Standard Webhooks' advice: a receiver answers quickly and does its work later.
 TIMEOUT = 10.0
-# Attempts under way at once on one instance, and to one endpoint.
+# Attempts under way at once on one instance, and to one receiver (origin).
 CONCURRENCY = 16
 PER_ENDPOINT = 4
 # How much of an answer is read (only its status matters): enough to reuse the connection after a short answer.
@@ -85,7 +90,16 @@ async def _post(
             tasks.cancel_scope.cancel()
 
         tasks.start_soon(cut_off)
-        outcome = await _exchange(http, url, headers, body)
+        try:
+            outcome = await _exchange(http, url, headers, body)
+        except Exception as exc:  # one attempt's failure, whatever it is, must not end the loop
+            # Only the class's name: a message may quote the URL, whose query can hold the receiver's token.
+            logger.warning(
+                "askback webhooks: an attempt to %s failed unexpectedly (%s); it counts as a failed attempt",
+                redacted_url(url),
+                type(exc).__name__,
+            )
+            outcome = (None, type(exc).__name__[:64])
         tasks.cancel_scope.cancel()
     return outcome
 
@@ -112,14 +126,25 @@ async def _exchange(
         return None, type(exc).__name__
 
 
+def _origin(url: str) -> Origin:
+    """The receiver `url` is counted against: its scheme, its host as sent, its port (from the URL's text alone for a
+    URL httpx cannot parse, whose attempts fail anyway)."""
+    try:
+        host, port = origin(url)
+        return httpx.URL(url).scheme, host, port
+    except (httpx.InvalidURL, ValueError):
+        parts = urlsplit(url)
+        return parts.scheme, parts.hostname or url, 0
+
+
 class Dispatcher:
     """Deliveries of `endpoints`' events from `store`, signed with their secrets; see the module's docstring.
 
     `clock` and `rng` decide when retries fall due and when an attempt's `timeout` (seconds, for all of it) runs out
     (inject them to control time and jitter); `lease` is how long an attempt holds its delivery (longer than
     `timeout`); `idle` the longest wait between passes (the audit log, which wakes no one, is read at least that
-    often); `concurrency` and `per_endpoint` how many attempts may be under way at once, in all and to one
-    endpoint."""
+    often); `concurrency` and `per_endpoint` how many attempts may be under way at once, in all and to one receiver
+    (an origin: endpoints whose URLs share scheme, host and port share these slots)."""
 
     def __init__(
         self,
@@ -156,9 +181,12 @@ class Dispatcher:
         self._by_key = {endpoint.key: endpoint for endpoint in self.endpoints}
         # The lowest event cursor the last `collect` left: a newer event wakes `wait`.
         self._seen: int | None = None
-        # The attempts under way here, by endpoint key and by delivery id; `_freed` is set when one ends.
-        self._sending: dict[str, int] = {}
+        self._origins = {endpoint.key: _origin(endpoint.url) for endpoint in self.endpoints}
+        # The attempts under way here, by receiver and by delivery id; `_freed` is set when one ends. `_failing`: the
+        # receivers whose last attempt from here failed.
+        self._sending: dict[Origin, int] = {}
         self._under_way: set[int] = set()
+        self._failing: set[Origin] = set()
         self._freed: anyio.Event | None = None
 
     def _sources(self) -> list[tuple[Endpoint, Source]]:
@@ -198,28 +226,46 @@ class Dispatcher:
         self._seen = min(seen) if seen else None
         return added
 
-    def _room(self) -> tuple[int, dict[str, int]]:
-        """The free slots in all, and for each configured endpoint."""
+    def _origin_of(self, key: str) -> Origin:
+        # A delivery queued for an endpoint no longer configured here sends nothing: it counts only in all.
+        return self._origins.get(key) or ("", key, 0)
+
+    def _slots(self) -> Slots:
+        return Slots(self.concurrency, self.per_endpoint, dict(self._sending), frozenset(self._failing))
+
+    def _pick(self, due: Sequence[tuple[int, str]]) -> list[int]:
+        return self._slots().admit([(delivery, self._origin_of(key)) for delivery, key in due])
+
+    def _room(self) -> tuple[int, list[str]]:
+        """The free slots in all, and the configured endpoints no attempt may start to now."""
+        slots = self._slots()
         free = self.concurrency - sum(self._sending.values())
-        return free, {key: self.per_endpoint - self._sending.get(key, 0) for key in self._by_key}
+        return free, [key for key, found in self._origins.items() if slots.room(found) <= 0]
 
     async def _start_due(self, tasks: TaskGroup) -> int:
         """Claim due deliveries while slots are free and start each attempt in `tasks`; the number started."""
         started = 0
         while True:
-            free, room = self._room()
+            free, _ = self._room()
             if free <= 0:
                 return started
             now = self.clock.now()
             claimed = await self.outbox.claim(
-                now=now, until=now + self.lease, by=self.instance, limit=min(free, _CLAIM), room=room
+                now=now,
+                until=now + self.lease,
+                by=self.instance,
+                limit=min(free, _CLAIM),
+                each=self.per_endpoint,
+                scan=min(free, _CLAIM) + self.per_endpoint * len(self._origins),
+                pick=self._pick,
             )
             fresh = [delivery for delivery in claimed if delivery.id not in self._under_way]
             if not fresh:
                 # Nothing due, or only attempts still under way here whose lease ran out (and was just renewed).
                 return started
             for delivery in fresh:
-                self._sending[delivery.endpoint] = self._sending.get(delivery.endpoint, 0) + 1
+                receiver = self._origin_of(delivery.endpoint)
+                self._sending[receiver] = self._sending.get(receiver, 0) + 1
                 self._under_way.add(delivery.id)
                 tasks.start_soon(self._send, delivery)
             started += len(fresh)
@@ -229,11 +275,20 @@ class Dispatcher:
             await self._attempt(delivery)
         except AskbackError as exc:
             logger.warning("askback webhooks: %s (%s is tried again when its lease ends)", exc, delivery.webhook_id)
+        except Exception as exc:  # one attempt's failure, whatever it is, must not end the loop
+            logger.error(
+                "askback webhooks: recording the attempt of %s to %s failed (%s); it is tried again when its lease "
+                "ends",
+                delivery.webhook_id,
+                delivery.url,
+                type(exc).__name__,
+            )
         finally:
             self._under_way.discard(delivery.id)
-            left = self._sending.pop(delivery.endpoint) - 1
+            receiver = self._origin_of(delivery.endpoint)
+            left = self._sending.pop(receiver) - 1
             if left:
-                self._sending[delivery.endpoint] = left
+                self._sending[receiver] = left
             if self._freed is not None:
                 self._freed.set()
 
@@ -264,6 +319,11 @@ class Dispatcher:
             status, error = await _post(
                 self._http, endpoint.url, headers, delivery.body, clock=self.clock, within=self.timeout
             )
+            receiver = self._origin_of(endpoint.key)
+            if marks_failing(status):
+                self._failing.add(receiver)
+            else:
+                self._failing.discard(receiver)
         attempt = Attempt(delivery.id, number, at, time.perf_counter() - started, status, error)
         now = self.clock.now()
         outcome: DeliveryStatus
@@ -290,8 +350,7 @@ class Dispatcher:
         """Wait for a new event, the next due delivery that a slot is free for, a slot freed while every one was
         taken, or `idle` seconds, whichever comes first."""
         seen = self._seen if self._seen is not None else await self.store.latest_event_id()
-        free, room = self._room()
-        full = [key for key, left in room.items() if left <= 0]
+        free, full = self._room()
         due = await self.outbox.next_due(skip=full) if free > 0 else None
         wake_at = self.clock.now() + self.idle if due is None else min(due, self.clock.now() + self.idle)
         freed = self._freed if self._freed is not None and (free <= 0 or full) else None

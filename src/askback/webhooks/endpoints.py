@@ -150,6 +150,11 @@ def _check_url(url: str, where: str, *, allow_private: bool) -> None:
             f"{where}: `url` must be an https URL (plain http only on loopback, for development); set it to the "
             "receiver's https address"
         )
+    if not _sendable(url):
+        raise ConfigurationError(
+            f"{where}: `url` has a host name no request can be sent to (not a valid internationalised domain name); "
+            "write the receiver's host name as registered, in Unicode or as its `xn--` form"
+        )
     problem = host_problem(parts.hostname or "", allow_private=allow_private)
     if problem is not None:
         remedy = (
@@ -159,6 +164,20 @@ def _check_url(url: str, where: str, *, allow_private: bool) -> None:
             "meant to be reached on this machine or a private network"
         )
         raise ConfigurationError(f"{where}: `url` may not point there ({problem}); {remedy}")
+
+
+def _sendable(url: str) -> bool:
+    """Whether httpx, which sends every webhook, can build a request to `url`: it parses the URL, IDNA-encodes its
+    host, and decodes that host again for the `Host` header, as every attempt does."""
+    import httpx  # deferred: reading endpoints for a listing loads no HTTP client
+
+    try:
+        parsed = httpx.URL(url)
+        parsed.host  # noqa: B018 (decodes the IDNA host: a wrong one raises)
+        parsed.raw_host.decode("ascii")
+    except (httpx.InvalidURL, ValueError):  # idna's errors are `UnicodeError`s
+        return False
+    return True
 
 
 def _check_events(events: Sequence[str], where: str) -> None:

@@ -15,7 +15,7 @@ Nothing is lost or sent twice across instances and restarts because every decisi
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal, cast
@@ -294,29 +294,27 @@ class Outbox:
         until: float,
         by: str,
         limit: int,
-        room: Mapping[str, int] | None = None,
+        each: int | None = None,
+        scan: int | None = None,
+        pick: Callable[[Sequence[tuple[int, str]]], Sequence[int]] | None = None,
     ) -> list[Claimed]:
         """Take up to `limit` due deliveries, oldest due first, each held by `by` until `until`.
 
-        `room` caps how many more each endpoint it names (by key) may be given: a due delivery past its endpoint's
-        room stays due, for a later claim; an endpoint's backlog never hides another endpoint's due deliveries."""
-        caps = dict(room or {})
-        each = max(1, min(limit, max(caps.values(), default=limit)))
-        due = {"now": now, "each": each, "limit": limit + each * len(caps)}
+        The first `scan` due deliveries (`limit` by default) are considered, at most `each` of any one endpoint, so
+        that an endpoint's backlog never hides another endpoint's due deliveries; `pick` chooses which of them to
+        take, given their (id, endpoint key) pairs in due order (all of them by default). A due delivery not taken
+        stays due, for a later claim."""
+        rank = max(1, each if each is not None else limit)
+        due = {"now": now, "each": rank, "limit": max(limit, scan or 0)}
 
         def write(conn: Any) -> list[Claimed]:
+            rows = [(row.id, row.endpoint) for row in conn.execute(_DUE, due).all()]
+            chosen = [row_id for row_id, _ in rows] if pick is None else pick(rows)
             taken: list[Claimed] = []
-            left = dict(caps)
-            for row in conn.execute(_DUE, due).all():
-                if len(taken) >= limit:
-                    break
-                if left.get(row.endpoint, 1) <= 0:
-                    continue
-                params = {"b_id": row.id, "b_now": now, "b_until": until, "b_by": by}
+            for row_id in chosen[:limit]:
+                params = {"b_id": row_id, "b_now": now, "b_until": until, "b_by": by}
                 if conn.execute(_TAKE, params).rowcount == 1:
-                    if row.endpoint in left:
-                        left[row.endpoint] -= 1
-                    found = conn.execute(_TAKEN, {"id": row.id}).first()
+                    found = conn.execute(_TAKEN, {"id": row_id}).first()
                     taken.append(
                         Claimed(found.id, found.endpoint, found.url, found.webhook_id, found.body, found.attempts)
                     )
