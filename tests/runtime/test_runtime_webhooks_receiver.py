@@ -22,6 +22,7 @@ import anyio.from_thread
 import anyio.to_thread
 import httpx
 import pytest
+import sqlalchemy
 
 from askback.accounts.repository import Accounts
 from askback.accounts.status import Event
@@ -286,3 +287,29 @@ async def test_a_call_whose_server_refuses_it_does_not_keep_the_event_from_resum
     # Every call the event concerns failed: nothing was taken, and the sender's retry is their next chance.
     assert failed.status_code == 503, failed.text
     assert retried.status_code == 200 and retried.json()["calls"] == [{"call_id": alone.call_id, "status": "completed"}]
+
+
+async def test_a_call_whose_server_refuses_its_round_for_good_is_reported_failed_not_waiting(
+    own: Runtime, setting: Setting, clock: FrozenClock
+) -> None:
+    good, broken = await park(own, setting.one.url, "brk"), await park(own, setting.one.url, "brk")
+
+    def spoil(conn: sqlalchemy.Connection) -> None:  # a requestState the server never sealed: its round is refused -32602
+        row = conn.execute(sqlalchemy.text("SELECT pending FROM askback_runtime_calls WHERE id = :id"), {"id": broken.call_id})
+        asked = json.loads(row.scalar_one())
+        asked["requestState"] = "not-a-state-this-server-sealed"
+        params = {"id": broken.call_id, "p": json.dumps(asked)}
+        conn.execute(sqlalchemy.text("UPDATE askback_runtime_calls SET pending = :p WHERE id = :id"), params)
+
+    await own.store.transaction(spoil, doing="spoil a parked call's state")
+    await connect(setting.one, "brk")
+    async with own_receiver(own, setting.one) as client:
+        headers, body = signed_event(setting.one.secret, "brk", webhook_id="msg_brk", at=clock.now())
+        answered = await client.post("/", headers=headers, content=body)
+
+    assert answered.status_code == 200, answered.text
+    assert sorted(answered.json()["calls"], key=lambda c: c["status"]) == [
+        {"call_id": good.call_id, "status": "completed"},
+        {"call_id": broken.call_id, "status": "failed"},
+    ]
+    assert (await own.calls.get(broken.call_id)).status == "failed"

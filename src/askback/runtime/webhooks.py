@@ -25,8 +25,8 @@ so of two processes given the same webhook, or of a webhook and its redelivery, 
 own, so two servers' ids may be equal, and neither server can claim the other's. The resume runs in the request, bounded by `resume_timeout`, so that a 2xx means it is done: a resume
 that fails or runs out of time gives the claim back and answers 503, and the sender's retry does it again, picking up
 a call whose question was answered but whose round was not sent. Each call is tried on its own: while some went on,
-one that could not is logged, listed `not_resumed` and waits as it was (the event is taken, 200); when every one
-failed, 503. Other event types are answered 204 and ignored.
+one that could not is logged and listed `not_resumed`, waiting as it was, or `failed` when its server refused it
+for good (the event is taken, 200); when every one failed, 503. Other event types are answered 204 and ignored.
 """
 
 from __future__ import annotations
@@ -356,12 +356,18 @@ class _Receiver:
         except BaseException:
             await self.give_back(key, claim)
             raise
+        not_resumed: list[dict[str, Any]] = []
         for call_id, error in failed.items():
-            # Taken: the calls that went on must not be sent again; this one waits as it was, for its own retry.
-            log.warning("webhook %s: call %s could not go on and waits as it was: %s", webhook_id, call_id, error)
+            # Taken: the calls that went on must not be sent again. One the server refused for good (its round
+            # answered with an error) has ended failed; any other waits as it was, for its own retry.
+            ended = (await runtime.calls.get(call_id)).status == "failed"
+            status = "failed" if ended else "not_resumed"
+            how = "ended failed" if ended else "could not go on and waits as it was"
+            log.warning("webhook %s: call %s %s: %s", webhook_id, call_id, how, error)
+            not_resumed.append({"call_id": call_id, "status": status})
         params = {"b_id": key, "b_claim": claim, "b_at": self.clock.now()}
         await runtime.store.transaction(lambda conn: conn.execute(_DONE, params), doing="record a webhook")
-        calls = [_outcome_json(o) for o in outcomes] + [{"call_id": c, "status": "not_resumed"} for c in failed]
+        calls = [_outcome_json(o) for o in outcomes] + not_resumed
         return _json(200, duplicate=False, calls=calls)
 
     async def give_back(self, webhook_id: str, claim: str) -> None:
