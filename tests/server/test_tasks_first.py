@@ -136,3 +136,25 @@ async def test_an_answer_no_database_can_store_is_asked_again_before_the_task_as
         ("rejected", "invalid_answer", 1, ("user_name",), None),
         ("asked", None, 2, ("user_name",), None),
     ]
+
+
+async def test_a_round_asked_for_a_task_sent_again_without_the_extension_is_minus_32021_never_a_tool_failure(
+    http: httpx.AsyncClient, url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "effects"
+    first = (await call(http, url, "approved", {"log": str(log)}))["result"]
+    final = {
+        "name": "approved",
+        "arguments": {"log": str(log)},
+        "requestState": first["requestState"],
+        "inputResponses": {"ok": accept(ok=True)},
+    }
+    # Before the task exists, and after: a client without the extension cannot go on with a task's questions.
+    before = await rpc(http, url, "tools/call", final, tasks=False)
+    created = (await rpc(http, url, "tools/call", final))["result"]
+    await until_status(http, url, created["taskId"], "completed")
+    after = await rpc(http, url, "tools/call", final, tasks=False)
+
+    for refused in (before, after):
+        assert "result" not in refused and refused["error"]["code"] == -32021, refused
+    assert lines(log) == ["approved"]

@@ -224,6 +224,9 @@ class TasksExtension(Extension):
         support, asks_first = declared
         if not _declares(ctx):
             self.refuse_without_extension(params.name, ctx)
+            if params.request_state is not None and began_first(params.request_state):
+                # Its questions were asked for a task: only a client following the task can go on with them.
+                require_client_extension(ctx, TASKS_EXTENSION)
             return await call_next(ctx)
         if support == "optional" and params.request_state is not None and not began_first(params.request_state):
             # A retry of an MRTR flow that began without the extension: its answers are in its state, and a new task
