@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.infra import ROOT, wait_until
-from tests.server._tasks import call, get, until_status
+from tests.server._tasks import call, get, rpc, until_status
 
 from askback.accounts.repository import Accounts
 from askback.accounts.status import Event
@@ -225,3 +225,22 @@ async def test_a_task_waiting_for_two_accounts_goes_on_once_both_connect_and_not
     assert done["status"] == "completed", done
     assert done["result"]["content"][0]["text"] == "Read both work accounts."
     assert setting.ran("read_both", "work") == 2
+
+
+async def test_a_task_left_waiting_only_for_an_account_that_connected_meanwhile_goes_on_once_its_other_answer_comes(
+    http: httpx.AsyncClient, one_instance: Setting
+) -> None:
+    both = await waiting_task(http, one_instance, "alice", "work", tool="read_mail_if_ok")
+    witness = await waiting_task(http, one_instance, "alice", "work")
+    await connect(one_instance, "alice", "work")
+    await until_status(http, one_instance.url, witness["taskId"], "completed", token="demo-alice")
+    await still_waiting(http, one_instance, both, "alice")
+
+    (ok,) = [wire for wire in both["inputRequests"] if wire.startswith("ok.")]
+    answer = {ok: {"action": "accept", "content": {"ok": True}}}
+    await rpc(http, one_instance.url, "tasks/update", {"taskId": both["taskId"], "inputResponses": answer})
+    done = await until_status(http, one_instance.url, both["taskId"], "completed", "failed", token="demo-alice")
+
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "Read the work account."
+    assert one_instance.ran("read_mail_if_ok", "work") == 2

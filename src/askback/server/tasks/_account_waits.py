@@ -1,19 +1,28 @@
-"""Tasks waiting only for an account go on by themselves once it connects, on whichever instance sees it first.
+"""Tasks waiting only for accounts go on by themselves once they are connected, on whichever instance sees it first.
 
-A task's round can wait for a connect link (`flow.connect`), under the key `questions.connect_key(connection,
-label)`. Nobody may answer that link on the person's behalf, but the server itself learns when the account becomes
+A task's round can wait for connect links (`flow.connect`), each under the key `questions.connect_key(connection,
+label)`. Nobody may answer a link on the person's behalf, but the server itself learns when an account becomes
 ACTIVE: the accounts write `account.connected` or `account.recovered` to the shared event log in the transaction of
-the change, whichever instance (or process) made it. Every serving instance reads that log (`AccountWaits`, from the
-event id current when it started; woken by PostgreSQL's NOTIFY, or by polling on SQLite), and for each such event
-looks at the tasks of exactly that principal waiting for answers. A task whose outstanding questions are all the
-link of exactly that account (that connection, that label) is moved back to `working` under this instance's lease by
-one conditional write (`resumed`, through `_rows.change`, as `tasks/update` moves it), and its handler reruns
-through the runner with the link left unanswered. Every instance sees every event; the write lets one of them win.
+the change, whichever instance (or process) made it. The rule: a task in `input_required` whose outstanding questions
+are all links (`links_of`) goes on once every one of those accounts became ACTIVE since the run that asked for them
+started. That run kept the log's newest id from before its handler read anything with the questions it asked
+(`asked_after`), so an account that connected while the handler still ran counts too.
 
-The event is a hint, not a fact: the rerun reads the account's real status, goes on when it is ACTIVE, and otherwise
-asks again with a new link (one more round, as an answer that leads to another question is). A task also waiting
-for another answer, another principal's task, and a task waiting for another label's or another connection's
-account are left as they are; so is a task past its flow deadline, which its next `tasks/get` ends.
+The rule is checked (`AccountWaits.check`) in these places, which leave no gap between them:
+- right after a run here writes the task `input_required`, or an answer leaves it waiting only for links
+  (`TaskRunner.on_waiting`): it reads the log from the run's start, so it sees every event committed before that
+  write;
+- for each such event (`AccountWaits`, reading the log from the event current when the instance started; woken by
+  PostgreSQL's NOTIFY, or by polling on SQLite), on the tasks of exactly that principal waiting for that account's
+  link: an event committed after the write finds the task waiting.
+A task that may go on is moved back to `working` under this instance's lease by one conditional write (`resumed`,
+through `_rows.change`, as `tasks/update` moves it), and its handler reruns through the runner with the links left
+unanswered. Every instance sees every event, and both checks may pass; the write lets one of them win.
+
+The event is a hint, not a fact: the rerun reads the accounts' real status, goes on when they are ACTIVE, and
+otherwise asks again with a new link (one more round, as an answer that leads to another question is). A task also
+waiting for another answer, another principal's task, and a task waiting for another label's or another
+connection's account are left as they are; so is a task past its flow deadline, which its next `tasks/get` ends.
 
 Reading the shared log rather than being told by the instance that recorded the connection keeps one owner for the
 job on every instance and every way an account connects (the hosted pages, a refresh that recovers it, another
