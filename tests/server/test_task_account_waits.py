@@ -8,7 +8,7 @@ from typing import Any
 from askback.core.questions import connect_key
 from askback.core.round import Limits
 from askback.core.state import FlowState
-from askback.server.tasks._account_waits import ActiveAccount, active_account, resumed
+from askback.server.tasks._account_waits import ActiveAccount, active_account, asked_after, resumed
 from askback.server.tasks._rows import TaskRecord
 from askback.server.tasks.status import TaskStatus
 from askback.store import StoredEvent
@@ -43,10 +43,11 @@ def waiting(**outstanding: dict[str, Any]) -> TaskRecord:
 
 
 def decide(record: TaskRecord, account: ActiveAccount, *, now: float = NOW) -> TaskRecord | None:
-    return resumed(record, account, owner="here:1", lease=30.0, now=now, limits=LIMITS)
+    return resumed(record, [account], owner="here:1", lease=30.0, now=now, limits=LIMITS)
 
 
 WORK = connect_key("heldmail", "work")
+HERE: dict[str, Any] = {"owner": "here:1", "lease": 30.0, "now": NOW, "limits": LIMITS}
 
 
 def test_a_task_waiting_only_for_the_account_goes_back_to_working_under_the_lease_with_the_link_unanswered() -> None:
@@ -80,3 +81,21 @@ def test_only_connected_and_recovered_events_name_an_account_that_became_active(
     assert active_account(StoredEvent(2, "account.recovered", NOW, data)) is not None
     assert active_account(StoredEvent(3, "account.refreshed", NOW, data)) is None
     assert active_account(StoredEvent(4, "account.connected", NOW, {"principal": "alice"})) is None
+
+
+def test_a_task_waiting_for_two_accounts_goes_back_to_working_only_once_both_are_connected() -> None:
+    other = connect_key("othermail", "work")
+    record = waiting(**{f"{WORK}.1": link(WORK), f"{other}.1": link(other)})
+    held, more = ActiveAccount("alice", "heldmail", "work"), ActiveAccount("alice", "othermail", "work")
+
+    assert resumed(record, [held], **HERE) is None
+    assert resumed(record, [held, ActiveAccount("bob", "othermail", "work")], **HERE) is None
+    after = resumed(record, [held, more], **HERE)
+    assert after is not None and after.status == TaskStatus.WORKING
+
+
+def test_the_questions_of_a_round_remember_where_the_event_log_was_when_their_run_started() -> None:
+    asked = {**link(WORK), "events_after": 7}
+
+    assert asked_after(waiting(**{f"{WORK}.1": asked, "ok.1": {**link("ok"), "events_after": 9}})) == 7
+    assert asked_after(waiting(**{f"{WORK}.1": link(WORK)})) is None

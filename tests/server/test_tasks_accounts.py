@@ -5,6 +5,8 @@ store, as the hosted pages' callback connects them. Nobody sends `tasks/update`.
 
 from __future__ import annotations
 
+import errno
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -14,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.infra import ROOT
-from tests.server._tasks import call, get, until_status
+from tests.infra import ROOT, wait_until
+from tests.server._tasks import call, get, rpc, until_status
 
 from askback.accounts.repository import Accounts
 from askback.accounts.status import Event
@@ -44,6 +46,17 @@ class Setting:
 
 @pytest.fixture
 def setting(tmp_path: Path) -> Iterator[Setting]:
+    """Two instances (two worker processes) on one SQLite database."""
+    yield from _serve(tmp_path, workers=2)
+
+
+@pytest.fixture
+def one_instance(tmp_path: Path) -> Iterator[Setting]:
+    """One instance: a task it resumed proves its one reader of the log has passed that event."""
+    yield from _serve(tmp_path, workers=1)
+
+
+def _serve(tmp_path: Path, *, workers: int) -> Iterator[Setting]:
     port = free_port()
     database = f"sqlite:///{tmp_path / 'server.db'}"
     env = {
@@ -54,7 +67,7 @@ def setting(tmp_path: Path) -> Iterator[Setting]:
         "TASK_ACCOUNTS_BASE_URL": f"http://127.0.0.1:{port}",
         "TASK_ACCOUNTS_RUNS": str(tmp_path / "runs.txt"),
     }
-    with serving(SERVER, port=port, workers=2, env=env, cwd=str(ROOT)) as url:
+    with serving(SERVER, port=port, workers=workers, env=env, cwd=str(ROOT)) as url:
         yield Setting(url, database, tmp_path / "runs.txt")
 
 
@@ -79,14 +92,14 @@ def _outstanding(task: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"key": wire.rsplit(".", 1)[0], **request} for wire, request in task["inputRequests"].items()]
 
 
-async def connect(setting: Setting, who: str, label: str) -> None:
-    """`who`'s `heldmail` account `label` becomes ACTIVE in the server's store, as the hosted pages' callback makes
+async def connect(setting: Setting, who: str, label: str, connection: str = "heldmail") -> None:
+    """`who`'s `connection` account `label` becomes ACTIVE in the server's store, as the hosted pages' callback makes
     it (the change and its `account.connected` event in one transaction)."""
     parts = tuple(c for c in all_components() if c.name in ("server", "accounts"))
     store = await Store.open(setting.database, migrate=False, components=parts)
     try:
         accounts = Accounts(store)
-        [account] = [a for a in await accounts.of(who, "heldmail") if a.label == label]
+        [account] = [a for a in await accounts.of(who, connection) if a.label == label]
         await accounts.change(account.id, Event.CONNECTED, now=time.time(), reason="granted", credential="sealed")
     finally:
         await store.close()
@@ -152,3 +165,82 @@ async def test_a_task_waiting_also_for_another_answer_stays_waiting_when_its_acc
 
     await still_waiting(http, setting, both, "alice")
     assert setting.ran("read_mail_if_ok", "work") == 1
+
+
+def release(gate: Path) -> None:
+    """Open the gate the handler waits at (once it waits there)."""
+
+    def opened() -> bool:
+        try:
+            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nobody reads the pipe yet
+                return False
+            raise
+        os.write(fd, b"go")
+        os.close(fd)
+        return True
+
+    wait_until(opened, what=f"the handler at {gate.name}")
+
+
+async def test_an_account_connected_while_the_handler_still_runs_lets_the_task_go_on_by_itself(
+    http: httpx.AsyncClient, one_instance: Setting
+) -> None:
+    gate = Path(f"{one_instance.runs}.work.gate")
+    os.mkfifo(gate)
+    created = await call(http, one_instance.url, "read_mail_gated", {"label": "work"}, token="demo-alice")
+    task_id = created["result"]["taskId"]
+    # The handler found the account not connected and has not asked for it yet: the task is still `working`.
+    wait_until(lambda: one_instance.ran("read_mail_gated", "work waits") == 1, what="the handler at its gate")
+    witness = await waiting_task(http, one_instance, "alice", "work")
+
+    await connect(one_instance, "alice", "work")
+    # The one reader of the log has handled the event: it resumed the task waiting for it then.
+    await until_status(http, one_instance.url, witness["taskId"], "completed", token="demo-alice")
+    release(gate)
+    done = await until_status(http, one_instance.url, task_id, "completed", "failed", token="demo-alice")
+
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "Read the work account."
+    assert one_instance.ran("read_mail_gated", "work") == 2
+
+
+async def test_a_task_waiting_for_two_accounts_goes_on_once_both_connect_and_not_after_only_one(
+    http: httpx.AsyncClient, setting: Setting
+) -> None:
+    created = await call(http, setting.url, "read_both", {"label": "work"}, token="demo-alice")
+    both = await until_status(http, setting.url, created["result"]["taskId"], "input_required", token="demo-alice")
+    links = sorted(connect_key(connection, "work") for connection in ("heldmail", "othermail"))
+    assert sorted(entry["key"] for entry in _outstanding(both)) == links
+    witness = await waiting_task(http, setting, "alice", "work")
+
+    await connect(setting, "alice", "work")
+    await until_status(http, setting.url, witness["taskId"], "completed", token="demo-alice")
+    await still_waiting(http, setting, both, "alice")
+
+    await connect(setting, "alice", "work", connection="othermail")
+    done = await until_status(http, setting.url, both["taskId"], "completed", "failed", token="demo-alice")
+
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "Read both work accounts."
+    assert setting.ran("read_both", "work") == 2
+
+
+async def test_a_task_left_waiting_only_for_an_account_that_connected_meanwhile_goes_on_once_its_other_answer_comes(
+    http: httpx.AsyncClient, one_instance: Setting
+) -> None:
+    both = await waiting_task(http, one_instance, "alice", "work", tool="read_mail_if_ok")
+    witness = await waiting_task(http, one_instance, "alice", "work")
+    await connect(one_instance, "alice", "work")
+    await until_status(http, one_instance.url, witness["taskId"], "completed", token="demo-alice")
+    await still_waiting(http, one_instance, both, "alice")
+
+    (ok,) = [wire for wire in both["inputRequests"] if wire.startswith("ok.")]
+    answer = {ok: {"action": "accept", "content": {"ok": True}}}
+    await rpc(http, one_instance.url, "tasks/update", {"taskId": both["taskId"], "inputResponses": answer})
+    done = await until_status(http, one_instance.url, both["taskId"], "completed", "failed", token="demo-alice")
+
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "Read the work account."
+    assert one_instance.ran("read_mail_if_ok", "work") == 2

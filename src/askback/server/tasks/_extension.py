@@ -397,6 +397,9 @@ class TasksExtension(Extension):
             await self.runner.audit(after, late, now)
         elif after is not None and after.status == TaskStatus.WORKING:
             self.runner.start(record.task_id)
+        elif after is not None and self.runner.on_waiting is not None:
+            # Left waiting only for links, perhaps of accounts that connected while it waited for this answer too.
+            await self.runner.on_waiting(store, after)
         return {}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:

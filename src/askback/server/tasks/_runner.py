@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +119,8 @@ class RunEnd:
     asked: Mapping[str, Any] | None = None
     next_state: FlowState | None = None
     reason: str | None = None
+    # The shared event log's newest id when the run started, kept with the questions it asks (`events_after`).
+    events_from: int | None = None
 
 
 def settle(record: TaskRecord, ended: RunEnd, *, owner: str, now: float) -> TaskRecord | None:
@@ -151,7 +154,8 @@ def _finished(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord:
     done: dict[str, Any] = {"lease_owner": None, "lease_until": None, "updated_at": now, "responses": {}}
     if ended.asked is not None and ended.next_state is not None:
         n = ended.next_state.round
-        outstanding = {f"{key}.{n}": {"key": key, "request": request} for key, request in ended.asked.items()}
+        since = {} if ended.events_from is None else {"events_after": ended.events_from}
+        outstanding = {f"{key}.{n}": {"key": key, "request": request, **since} for key, request in ended.asked.items()}
         return record.moved(
             status=TaskStatus.INPUT_REQUIRED,
             status_message="Waiting for your answer.",
@@ -239,6 +243,10 @@ class TaskRunner:
         self._make_config = config
         self._config: TaskConfig | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
+        # Started again while running here: run once more when the current run ends.
+        self._again: set[str] = set()
+        # Told of every task a run here left waiting for answers, right after that write (`AccountWaits.check`).
+        self.on_waiting: Callable[[Store, TaskRecord], Awaitable[object]] | None = None
 
     @property
     def config(self) -> TaskConfig:
@@ -259,12 +267,19 @@ class TaskRunner:
         return task_id in self._running
 
     def start(self, task_id: str) -> None:
-        """Run the task in the background here (this instance holds its lease), unless it already runs here."""
+        """Run the task in the background here (this instance holds its lease); when it already runs here, run it
+        once more after that run ends (which has written its end by then, or is about to)."""
         if task_id in self._running:
+            self._again.add(task_id)
             return
         task = asyncio.get_running_loop().create_task(self._drive(task_id))
         self._running[task_id] = task
-        task.add_done_callback(lambda _: self._running.pop(task_id, None))
+
+        def done(_: object) -> None:
+            self._running.pop(task_id, None)
+            self._again.discard(task_id)
+
+        task.add_done_callback(done)
 
     def stop(self, task_id: str) -> None:
         """Stop the task's run here, if there is one (after a cancel)."""
@@ -300,22 +315,35 @@ class TaskRunner:
         await (await self.config.round.store()).add_audit_many(events)
 
     async def _drive(self, task_id: str) -> None:
+        again = True
+        while again:
+            self._again.discard(task_id)
+            await self._drive_once(task_id)
+            again = task_id in self._again
+
+    async def _drive_once(self, task_id: str) -> None:
         rounds = self.config.round
         try:
             store = await rounds.store()
             record = await read_task(store, task_id, now=rounds.clock.now())
             if record is None or record.status != TaskStatus.WORKING or record.lease_owner != self.owner:
                 return
+            # Read before the handler reads anything: what happens from here on is after this id in the log.
+            since = None if self.on_waiting is None else await store.latest_event_id()
             run = await self._run_holding_lease(record)
             ended = None if run is None else ended_by(record.tool, run.outcome)
             if run is None or ended is None:
                 if run is not None and isinstance(run.outcome, plan.Raise) and _retried(run.outcome.error):
                     logger.warning("askback: the run of task %s... stopped for now; it is retried", task_id[:6])
                 return
+            ended = dataclasses.replace(ended, events_from=since)
             now = rounds.clock.now()
             _, after = await change(store, task_id, lambda r: settle(r, ended, owner=self.owner, now=now), now=now)
             if after is not None:
                 await self._write_audit(list(run.events))
+            if after is not None and after.status == TaskStatus.INPUT_REQUIRED and self.on_waiting is not None:
+                # What happened while the handler ran (an account connected) was not this task's to see then.
+                await self.on_waiting(store, after)
         except asyncio.CancelledError:
             raise
         except AskbackError:
