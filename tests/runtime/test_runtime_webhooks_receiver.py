@@ -294,8 +294,10 @@ async def test_a_call_whose_server_refuses_its_round_for_good_is_reported_failed
 ) -> None:
     good, broken = await park(own, setting.one.url, "brk"), await park(own, setting.one.url, "brk")
 
-    def spoil(conn: sqlalchemy.Connection) -> None:  # a requestState the server never sealed: its round is refused -32602
-        row = conn.execute(sqlalchemy.text("SELECT pending FROM askback_runtime_calls WHERE id = :id"), {"id": broken.call_id})
+    def spoil(conn: sqlalchemy.Connection) -> None:
+        # a requestState the server never sealed: its round is refused -32602
+        query = sqlalchemy.text("SELECT pending FROM askback_runtime_calls WHERE id = :id")
+        row = conn.execute(query, {"id": broken.call_id})
         asked = json.loads(row.scalar_one())
         asked["requestState"] = "not-a-state-this-server-sealed"
         params = {"id": broken.call_id, "p": json.dumps(asked)}
