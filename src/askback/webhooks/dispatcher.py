@@ -17,10 +17,10 @@ A receiver cannot hurt the sender, nor hold up the other receivers:
 - only the status matters: reading an answer stops once `ANSWER_READ` bytes of it came (one network read at most
   beyond), as sent (`Accept-Encoding: identity`, never inflated, whatever the receiver sends), and the connection is
   closed with the rest unread; nothing of it is kept;
-- at most `concurrency` attempts are under way at once on an instance, and at most `per_endpoint` to one receiver,
-  counted per origin (scheme, host, port) whatever the endpoints' paths; a receiver whose last attempt failed gets
-  one at a time until it answers again, and the failing receivers together at most half of `concurrency`
-  (`_slots`). A delivery is claimed only when a slot is free for it, and `run` starts each one on its own, without
+- at most `concurrency` attempts are under way at once on an instance, counted per receiver origin (scheme, host,
+  port) whatever the endpoints' paths: up to `per_endpoint` to a receiver whose last attempt got an answer (below
+  500) within a quarter of `timeout`, one at a time to any other (not tried since start, slow, failing), and those
+  together at most half of `concurrency` (`_slots`). A delivery is claimed only when a slot is free for it, and `run` starts each one on its own, without
   waiting for the others: a slow receiver holds its own slots, and the others' deliveries go out meanwhile;
 - whatever goes wrong in one attempt (a URL httpx cannot send to, any exception) fails that attempt, never the loop.
 """
@@ -46,7 +46,7 @@ from askback.clock import Clock, SystemClock
 from askback.errors import AskbackError, ConfigurationError
 from askback.store import Store
 from askback.webhooks._guard import Resolve, guarded_transport, origin
-from askback.webhooks._slots import Origin, Slots, marks_failing
+from askback.webhooks._slots import Origin, Slots, answered_quickly
 from askback.webhooks.endpoints import Endpoint, redacted_url
 from askback.webhooks.outbox import Attempt, Claimed, DeliveryStatus, Outbox, Source
 from askback.webhooks.schedule import RetryAt, RetrySchedule
@@ -182,11 +182,11 @@ class Dispatcher:
         # The lowest event cursor the last `collect` left: a newer event wakes `wait`.
         self._seen: int | None = None
         self._origins = {endpoint.key: _origin(endpoint.url) for endpoint in self.endpoints}
-        # The attempts under way here, by receiver and by delivery id; `_freed` is set when one ends. `_failing`: the
-        # receivers whose last attempt from here failed.
+        # The attempts under way here, by receiver and by delivery id; `_freed` is set when one ends. `_fast`: the
+        # receivers whose last attempt from here was answered quickly (`answered_quickly`).
         self._sending: dict[Origin, int] = {}
         self._under_way: set[int] = set()
-        self._failing: set[Origin] = set()
+        self._fast: set[Origin] = set()
         self._freed: anyio.Event | None = None
 
     def _sources(self) -> list[tuple[Endpoint, Source]]:
@@ -231,7 +231,7 @@ class Dispatcher:
         return self._origins.get(key) or ("", key, 0)
 
     def _slots(self) -> Slots:
-        return Slots(self.concurrency, self.per_endpoint, dict(self._sending), frozenset(self._failing))
+        return Slots(self.concurrency, self.per_endpoint, dict(self._sending), frozenset(self._fast))
 
     def _pick(self, due: Sequence[tuple[int, str]]) -> list[int]:
         return self._slots().admit([(delivery, self._origin_of(key)) for delivery, key in due])
@@ -320,10 +320,10 @@ class Dispatcher:
                 self._http, endpoint.url, headers, delivery.body, clock=self.clock, within=self.timeout
             )
             receiver = self._origin_of(endpoint.key)
-            if marks_failing(status):
-                self._failing.add(receiver)
+            if answered_quickly(status, self.clock.now() - at, self.timeout):
+                self._fast.add(receiver)
             else:
-                self._failing.discard(receiver)
+                self._fast.discard(receiver)
         attempt = Attempt(delivery.id, number, at, time.perf_counter() - started, status, error)
         now = self.clock.now()
         outcome: DeliveryStatus
