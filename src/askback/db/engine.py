@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
+import aiosqlite
+import anyio
+import anyio.to_thread
 from sqlalchemy import Connection, event
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -50,10 +53,56 @@ def create_engine(url: URL) -> AsyncEngine:
             max_overflow=_PG_POOL_SIZE,
             connect_args={"timeout": _PG_CONNECT_TIMEOUT},
         )
-    engine = create_async_engine(url)
+    engine: AsyncEngine
+    engine = create_async_engine(url, async_creator=lambda: _sqlite_connection(engine))
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine
+
+
+class _SQLiteConnection(aiosqlite.Connection):
+    """aiosqlite's connection, whose `close` never waits on a worker thread that was already told to stop.
+
+    SQLAlchemy ends a connection it invalidates under a cancellation twice over: a shielded graceful `close` in a task
+    of its own, and, when its wait for that is cancelled too (anyio cancels every await of a cancelled scope), a
+    forced `stop` beside it. aiosqlite's `close` then queues one more job behind the worker's last and awaits its
+    reply for ever; the orphaned task hangs the event loop's shutdown (`asyncio.run`, `askback serve` after Ctrl-C).
+    Here a close after a stop, or a stop made while the close waited, waits only for the worker thread to end."""
+
+    async def close(self) -> None:
+        if self._running and self._connection is None:
+            return
+        try:
+            if self._running:
+                try:
+                    await self._execute(self._conn.close)  # type: ignore[no-untyped-call]  # aiosqlite's own
+                finally:
+                    self._connection = None
+                    if self._running:
+                        self.stop()
+        finally:
+            # The worker ends at the stop queued here or beside this close. Waiting for it, shielded, lets its last
+            # replies reach the loop while the loop still runs.
+            if self._thread.ident is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._thread.join)
+
+
+async def _sqlite_connection(engine: AsyncEngine) -> _SQLiteConnection:
+    """The driver connection for `engine`, opened with the arguments SQLAlchemy would give aiosqlite itself."""
+    args, params = engine.dialect.create_connect_args(engine.url)
+    database = str(args[0]) if args else ""
+    connection = _SQLiteConnection(lambda: sqlite3.connect(database, **params), 64)
+    # As SQLAlchemy does for aiosqlite: an engine never disposed must not keep the process from exiting.
+    connection._thread.daemon = True
+    try:
+        await connection
+    except BaseException:
+        # A connect cancelled or failed stops the worker: its reply must reach the loop while it still runs.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(connection._thread.join)
+        raise
+    return connection
 
 
 def require_sqlite_file(url: URL) -> None:
