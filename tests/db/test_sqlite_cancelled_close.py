@@ -3,7 +3,8 @@
 SQLAlchemy ends a connection invalidated under a cancellation with a shielded graceful close and a forced stop beside
 it; aiosqlite's own close then waits for ever on a worker thread that has gone, and `asyncio.run` (or `askback serve`
 after Ctrl-C) never returns. The scenario runs in a child process, bounded by a deadline: on a hang it is killed and
-the test fails. Its worker threads must also not answer a closed event loop ("Event loop is closed" tracebacks)."""
+the test fails. Its worker threads must also not answer a closed event loop ("Event loop is closed" tracebacks).
+And every connection of one engine opens the same file, wherever the process is when it is opened."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from askback.db.engine import create_engine, probe_sqlite_file
 
 DEADLINE = 60.0  # seconds the child may take; it needs well under one
 
@@ -59,3 +66,28 @@ def test_a_query_cancelled_on_sqlite_lets_the_event_loop_close_without_a_stray_w
     assert done.returncode == 0, done.stderr
     assert "every loop closed" in done.stdout
     assert "Event loop is closed" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.anyio
+async def test_every_connection_of_one_engine_opens_the_file_its_relative_path_named_when_it_was_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    url = make_url("sqlite+aiosqlite:///relative.db")
+    probe_sqlite_file(url)
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE t (x INTEGER)"))
+            await conn.execute(text("INSERT INTO t VALUES (7)"))
+        monkeypatch.chdir(second)
+        # Two connections at once: the second is opened now, in the other directory.
+        async with engine.connect() as held, engine.connect() as opened_now:
+            assert (await held.execute(text("SELECT x FROM t"))).scalar() == 7
+            assert (await opened_now.execute(text("SELECT x FROM t"))).scalar() == 7
+    finally:
+        await engine.dispose()
+    assert not (second / "relative.db").exists()

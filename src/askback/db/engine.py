@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -53,8 +54,10 @@ def create_engine(url: URL) -> AsyncEngine:
             max_overflow=_PG_POOL_SIZE,
             connect_args={"timeout": _PG_CONNECT_TIMEOUT},
         )
-    engine: AsyncEngine
-    engine = create_async_engine(url, async_creator=lambda: _sqlite_connection(engine))
+    opener = _SQLiteOpener()
+    engine = create_async_engine(url, async_creator=opener)
+    # Once, as SQLAlchemy does: a relative path is resolved now, not again at each connect in another directory.
+    opener.arguments = engine.dialect.create_connect_args(engine.url)
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine
@@ -88,21 +91,25 @@ class _SQLiteConnection(aiosqlite.Connection):
                     await anyio.to_thread.run_sync(self._thread.join)
 
 
-async def _sqlite_connection(engine: AsyncEngine) -> _SQLiteConnection:
-    """The driver connection for `engine`, opened with the arguments SQLAlchemy would give aiosqlite itself."""
-    args, params = engine.dialect.create_connect_args(engine.url)
-    database = str(args[0]) if args else ""
-    connection = _SQLiteConnection(lambda: sqlite3.connect(database, **params), 64)
-    # As SQLAlchemy does for aiosqlite: an engine never disposed must not keep the process from exiting.
-    connection._thread.daemon = True
-    try:
-        await connection
-    except BaseException:
-        # A connect cancelled or failed stops the worker: its reply must reach the loop while it still runs.
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(connection._thread.join)
-        raise
-    return connection
+class _SQLiteOpener:
+    """Opens an engine's driver connections with the arguments SQLAlchemy would give aiosqlite itself."""
+
+    arguments: tuple[Sequence[str], MutableMapping[str, Any]] = ((), {})
+
+    async def __call__(self) -> _SQLiteConnection:
+        args, params = self.arguments
+        database = str(args[0]) if args else ""
+        connection = _SQLiteConnection(lambda: sqlite3.connect(database, **params), 64)
+        # As SQLAlchemy does for aiosqlite: an engine never disposed must not keep the process from exiting.
+        connection._thread.daemon = True
+        try:
+            await connection
+        except BaseException:
+            # A connect cancelled or failed stops the worker: its reply must reach the loop while it still runs.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(connection._thread.join)
+            raise
+        return connection
 
 
 def require_sqlite_file(url: URL) -> None:
