@@ -12,7 +12,6 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     │                               this message, for the model to read (the SDK's own `ToolError` works too)
     ├── ArgumentRequiredError       the client cannot ask and the question falls back to a tool argument: the call
     │                               ends as a tool error (isError) naming the argument, for the model to fix
-    ├── InvalidStateError           -32602: the requestState is not askback's (HTTP 400)
     ├── HeaderMismatchError         -32020: MCP-Protocol-Version header and _meta disagree (HTTP 400)
     ├── ProtocolVersionMissingError -32600: no MCP-Protocol-Version header and no session (HTTP 400)
     ├── AccountStateError           a connected account cannot go from its status to the one asked for
@@ -24,6 +23,7 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     ├── EffectInProgressError       -32603: another attempt of the same effect has not finished; retry later
     ├── RoundInProgressError        -32603: another copy of the same round has not finished; retry later
     ├── InvalidParamsError          -32602: the request's arguments carry what no tool may take (HTTP 400)
+    │   └── InvalidStateError           the requestState is not askback's
     ├── LimitReachedError           -32602: the caller already holds as many of something as a setting allows
     │                               (live tasks, pending accounts): nothing was made; a tool error where the
     │                               model should read it (HTTP 429)
@@ -46,6 +46,9 @@ Every error askback raises derives from `AskbackError`. Each carries what every 
     │   │                               429, a proxy's 502): a parked call stays parked as it was
     │   └── ResumeDueError              `resume_due` went through every due call and some could not go on: what
     │                                   the others came to (`.outcomes`) and each one's error (`.errors`)
+    ├── InvalidTokenError           a bearer token that is not accepted: 401 `invalid_token`, never the token
+    ├── InsufficientScopeError      a valid token without a scope the tool needs: 403 `insufficient_scope`
+    ├── IssuerUnavailableError      the authorization server cannot be reached to check a token: 503, retry later
     ├── ProbeError                  `askback check` cannot probe the server at all (unreachable, not an MCP
     │                               endpoint, refused, no such tool); the command exits with status 2
     └── ListenError                 `askback serve` cannot listen on its --host and --port (in use, not this
