@@ -5,7 +5,7 @@ prompts and resources), so every round comes back to the runtime to be parked in
 callback in this process. What comes back is turned into plain JSON: the complete result, or the
 `InputRequiredResult` as the server sent it (`requestState` untouched).
 
-Private SDK surface used here, and only here (mcp 2.3; `tests/test_runtime_sdk.py` fails loudly when an upgrade
+Private SDK surface used here, and only here (mcp 2.3; `tests/runtime/test_runtime_sdk.py` fails loudly when an upgrade
 changes it, and `pyproject.toml` pins `mcp` to 2.3.*):
 
 - `Client._build_session`, overridden to narrow the capabilities the session declares: the SDK declares

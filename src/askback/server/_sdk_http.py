@@ -8,7 +8,7 @@ change is that a modern request is answered as plain JSON; sessions keep their s
 
 Private SDK surface used here: `StreamableHTTPSessionManager._handle_request`, its `app`, `security_settings` and
 `_lifespan_state` attributes, and `mcp.server._streamable_http_modern.handle_modern_request`.
-`tests/test_http_app.py` fails loudly when an upgrade changes them.
+`tests/server/test_http_app.py` fails loudly when an upgrade changes them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Revision ID: a001
 Revises:
 Create Date: 2026-12-01
 
-Written by hand to mirror `askback.accounts._models`; `tests/test_accounts_store.py` checks that the two agree.
+Written by hand to mirror `askback.accounts._models`; `tests/accounts/test_accounts_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Revision ID: i001
 Revises:
 Create Date: 2027-01-20
 
-Written by hand to mirror `askback.identity._models`; `tests/identity/test_sessions.py` checks that the two agree.
+Written by hand to mirror `askback.identity._models`; `tests/identity/test_people_sessions.py` checks that the two agree.
 """
 
 from __future__ import annotations

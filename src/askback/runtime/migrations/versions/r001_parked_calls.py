@@ -4,7 +4,7 @@ Revision ID: r001
 Revises:
 Create Date: 2026-12-01
 
-Written by hand to mirror `askback.runtime._models`; `tests/test_runtime_store.py` checks that the two agree.
+Written by hand to mirror `askback.runtime._models`; `tests/runtime/test_runtime_parked_calls.py` checks that the two agree.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Revision ID: r002
 Revises: r001
 Create Date: 2027-01-10
 
-Written by hand to mirror `askback.runtime._models`; `tests/test_runtime_store.py` checks that the two agree.
+Written by hand to mirror `askback.runtime._models`; `tests/runtime/test_runtime_parked_calls.py` checks that the two agree.
 """
 
 from __future__ import annotations

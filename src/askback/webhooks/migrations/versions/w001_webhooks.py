@@ -4,7 +4,7 @@ Revision ID: w001
 Revises:
 Create Date: 2026-12-02
 
-Written by hand to mirror `askback.webhooks._models`; `tests/webhooks/test_webhook_store.py` checks that the two
+Written by hand to mirror `askback.webhooks._models`; `tests/webhooks/test_webhook_endpoints.py` checks that the two
 agree.
 """
 
