@@ -10,11 +10,11 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 import typer
 
 from askback.cli.output import ExitStatus, UsageError
+from askback.core.server_urls import same_server, server_endpoint
 from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
@@ -69,19 +69,6 @@ TOKEN_SERVER = typer.Option(
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
-def _endpoint(url: str) -> tuple[str, str, int | None, str]:
-    """A server URL as compared for sending a token: scheme and host in lower case, the default port filled in, the
-    path without its trailing slash."""
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return ("", url, None, "")
-    scheme = parts.scheme.lower()
-    default = {"http": 80, "https": 443}.get(scheme)
-    return (scheme, (parts.hostname or "").lower(), port or default, parts.path.rstrip("/"))
-
-
 def bearer(token: str | None, server: str | None, *, one_server: bool) -> Callable[[str], Mapping[str, str]] | None:
     """The runtime's `headers` for a command's `--token` (`None` without one): only to the server `--token-server`
     names, when it names one. A command that may reach several servers (`--due`, `serve`: `one_server=False`) needs
@@ -98,13 +85,12 @@ def bearer(token: str | None, server: str | None, *, one_server: bool) -> Callab
             "a token goes to one server only, and this command may reach several: name it with --token-server URL "
             "(or ASKBACK_CALL_TOKEN_SERVER)"
         )
-    if server is not None and _endpoint(server)[0] not in ("http", "https"):
+    if server is not None and server_endpoint(server)[0] not in ("http", "https"):
         raise UsageError(f"--token-server {server!r} is not an http(s) URL")
     header = {"Authorization": f"Bearer {token}"}
     if server is None:
         return lambda _server: header
-    wanted = _endpoint(server)
-    return lambda to: header if _endpoint(to) == wanted else {}
+    return lambda to: header if same_server(to, server) else {}
 
 
 def when(at: float | None) -> str:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+from askback.core.server_urls import same_server
 from askback.errors import CallError, ResumeDueError
 from askback.runtime._outcomes import AccountActive, Outcome, Parked
 from askback.runtime.questions import account_question
@@ -34,23 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["account_active", "same_server"]
 
 log = logging.getLogger("askback.runtime")
-
-
-def _endpoint(url: str) -> tuple[str, str, int | None, str]:
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return ("", url, None, "")
-    scheme = parts.scheme.lower()
-    default = {"http": 80, "https": 443}.get(scheme)
-    return (scheme, (parts.hostname or "").lower(), port or default, parts.path.rstrip("/"))
-
-
-def same_server(one: str, other: str) -> bool:
-    """Whether two MCP URLs name one server: scheme and host in any case, the default port written or not, the path
-    with or without its trailing slash. Nothing else is forgiven (another port, path or scheme is another server)."""
-    return _endpoint(one) == _endpoint(other)
 
 
 async def account_active(rt: Runtime, event: AccountActive) -> list[Outcome]:
