@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,9 @@ def test_help_in_a_pipe_shows_flags_without_a_value_and_fits_80_columns(tmp_path
     assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
     flag = {"audit": "--json", "lint": "--format", "check": "--json", "demo": "--interactive", "serve": "--port"}
     assert flag[command] in result.stdout
+
+
+def test_askback_version_prints_the_installed_version_and_exits_0() -> None:
+    shown = run_askback("--version")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"askback {metadata.version('askback')}"

@@ -9,6 +9,7 @@ so `askback lint --help` starts fast.
 from __future__ import annotations
 
 import os
+from importlib import metadata
 
 import typer
 
@@ -23,9 +24,27 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"askback {package_version()}")
+        raise typer.Exit(0)
+
+
+def package_version() -> str:
+    """The installed askback's version (its distribution's metadata); `unknown` when it runs from a source tree that
+    was never installed."""
+    try:
+        return metadata.version("askback")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 @app.callback()
 def _options(
     debug: bool = typer.Option(False, "--debug", help="Print a crash's traceback too (as ASKBACK_DEBUG=1)."),
+    version: bool = typer.Option(
+        False, "--version", help="Print askback's version and exit.", callback=_print_version, is_eager=True
+    ),
 ) -> None:
     if debug:
         # The setting, for whatever reads it in this process (the error boundary, the settings object).
