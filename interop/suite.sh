@@ -31,6 +31,9 @@ have = json.loads(pkg.read_text())["version"] if pkg.exists() else None
 print("ok" if have == wanted else f"want {wanted}, have {have}")
 PY
 }
+# One install at a time (test processes run side by side): the Python tests take the same lock (tests/infra.py).
+exec 9>>"$here/.install.lock"
+flock 9
 if [ "$(installed_version)" != ok ]; then
   if ! command -v npm >/dev/null 2>&1; then
     echo "$who: npm is needed to install the suite (apt-get install npm)" >&2
@@ -41,4 +44,5 @@ if [ "$(installed_version)" != ok ]; then
 fi
 PATH="$("$here/node.sh"):$PATH"
 export PATH
+flock -u 9
 suite="$here/node_modules/.bin/conformance"

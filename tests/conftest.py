@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 import socket
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,17 +34,19 @@ def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'askback.db'}"
 
 
+# Where a flow's answers wait between rounds: in the sealed state (the default) or in the store
+# (`ASKBACK_ANSWERS=server`). A module where that matters runs its tests in both (`infra.BOTH_ANSWER_MODES`).
 @pytest.fixture(params=["state", "server"])
 def answers_mode(request: pytest.FixtureRequest) -> str:
-    """Where a flow's answers wait between rounds: in the sealed state (the default) or in the store
-    (`ASKBACK_ANSWERS=server`). Every test of flows runs in both."""
+    """Both places answers wait in, for a module marked `BOTH_ANSWER_MODES`."""
     mode: str = request.param
     return mode
 
 
 @pytest.fixture
-def make_settings(db_url: str, answers_mode: str) -> Callable[..., Any]:
+def make_settings(db_url: str, request: pytest.FixtureRequest) -> Callable[..., Any]:
     key = secrets.token_urlsafe(32)
+    answers_mode = request.getfixturevalue("answers_mode") if "answers_mode" in request.fixturenames else "state"
 
     def make(**overrides: Any) -> Any:
         values: dict[str, Any] = {"database_url": db_url, "state_keys": key, "demo_auth": True, "answers": answers_mode}
@@ -58,13 +63,14 @@ async def demo(make_settings: Callable[..., Any], clock: FrozenClock) -> AsyncIt
         yield app
 
 
-@pytest.fixture(scope="module", params=["state", "server"])
+@pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Served]:
     """The demo over real HTTP (`askback serve askback.demo:server`, one worker, a SQLite file and a state key of its
-    own), shared by the tests of one module: each module that uses it gets its own, once with the answers in the
-    sealed state and once held on the server."""
+    own), shared by the tests of one module: each module that uses it gets its own (two, one per place answers wait
+    in, for a module marked `BOTH_ANSWER_MODES`)."""
     path = tmp_path_factory.mktemp("demo-server") / "db.sqlite"
-    with served(f"sqlite:///{path}", [secrets.token_urlsafe(48)], workers=1, answers=request.param) as server:
+    answers = getattr(request, "param", "state")
+    with served(f"sqlite:///{path}", [secrets.token_urlsafe(48)], workers=1, answers=answers) as server:
         yield server
 
 
@@ -119,3 +125,54 @@ def listener() -> Iterator[socket.socket]:
         yield sock
     finally:
         sock.close()
+
+
+# A test that starts a process or listens on a socket is marked `http`, so that `pytest -m "not http"` (the inner
+# loop, docs/testing.md) stays fast: an unmarked test doing either fails, naming what it started.
+class _StartsWhatItMayNot(Exception):
+    pass
+
+
+def _refuse(what: str) -> Callable[..., Any]:
+    def refused(*_: Any, **__: Any) -> Any:
+        raise _StartsWhatItMayNot(f"this test {what}: mark it `http` (pytest.mark.http)")
+
+    return refused
+
+
+@contextlib.contextmanager
+def _unmarked_guard(item: pytest.Item) -> Iterator[None]:
+    if item.get_closest_marker("http") is not None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "_execute_child", _refuse("starts a process"))
+        for fork in ("fork", "forkpty", "posix_spawn", "posix_spawnp"):
+            patch.setattr(os, fork, _refuse("starts a process"))
+        patch.setattr(socket.socket, "listen", _refuse("listens on a socket"))
+        yield
+
+
+# Fixtures that start a server (PostgreSQL, `askback serve`, a listening socket): a test using one is `http` without
+# saying so itself. Whatever else starts one is caught by the guard above.
+_SERVER_FIXTURES = frozenset({"pg", "fresh_pg_url", "demo_server", "demo_url", "listener"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses = set(getattr(item, "fixturenames", ()))
+        if uses & _SERVER_FIXTURES or params.get("any_database") == "postgresql":
+            item.add_marker(pytest.mark.http)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _unmarked_guard(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _unmarked_guard(item):
+        return (yield)

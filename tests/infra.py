@@ -10,6 +10,7 @@ deadline.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import glob
 import json
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
+import pytest
 
 from askback.testing import free_port
 
@@ -435,6 +437,13 @@ def interop_node() -> Path:
 
     Like interop/conformance.sh: `npm ci` runs first, with the machine's Node, since it replaces interop/node_modules,
     where interop/node.sh may have installed Node 22."""
+    # Test processes running side by side (pytest -n) install one at a time: `npm ci` replaces interop/node_modules.
+    with open(INTEROP / ".install.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _installed_interop_node()
+
+
+def _installed_interop_node() -> Path:
     env = {**os.environ, "npm_config_update_notifier": "false", "npm_config_fund": "false"}
     env.setdefault("HOME", tempfile.mkdtemp(prefix="askback-npm-home-"))  # npm's cache goes under HOME
     package = json.loads((INTEROP / "package.json").read_text())
@@ -798,3 +807,9 @@ async def serving_asgi(
             yield f"http://127.0.0.1:{listener.getsockname()[1]}"
         finally:
             server.should_exit = True
+
+
+# Where a flow's answers wait between rounds matters to a few modules: those run each test in both places, the
+# sealed state (the default) and the store (`ASKBACK_ANSWERS=server`); the others in the default only.
+BOTH_ANSWER_MODES = pytest.mark.usefixtures("answers_mode")  # in process (`make_settings`, `demo`)
+BOTH_ANSWER_MODES_OVER_HTTP = pytest.mark.parametrize("demo_server", ["state", "server"], indirect=True, scope="module")

@@ -132,6 +132,7 @@ def loaded_after(statement: str) -> set[str]:
     return set(out.split())
 
 
+@pytest.mark.http
 def test_importing_the_core_loads_no_io_library_and_not_the_sdk() -> None:
     loaded = loaded_after(
         "import askback.core.questions, askback.core.flow, askback.core.round, askback.core.plan, askback.core.state"
@@ -140,11 +141,13 @@ def test_importing_the_core_loads_no_io_library_and_not_the_sdk() -> None:
     assert not {m.split(".")[0] for m in loaded} & ((IO_LIBRARIES - {"socket"}) | {"mcp"})
 
 
+@pytest.mark.http
 def test_the_linter_does_not_import_the_server() -> None:
     loaded = loaded_after("import askback.tools.lint")
     assert not {m for m in loaded if m.startswith("askback.server") or m.split(".")[0] in ("sqlalchemy", "starlette")}
 
 
+@pytest.mark.http
 def test_importing_askback_does_not_import_the_server_stack() -> None:
     loaded = loaded_after("import askback")
     assert "askback.server" not in loaded
@@ -191,6 +194,7 @@ def test_an_import_in_a_function_is_caught_even_when_the_module_is_also_imported
     assert imports_of(module, top_level_only=False) == {"typing", "askback.server.http", "askback.server.app"}
 
 
+@pytest.mark.http
 def test_importing_the_runtime_loads_neither_the_server_kit_nor_langgraph() -> None:
     loaded = loaded_after("import askback.runtime")
     assert not {m for m in loaded if m.startswith(("askback.server", "askback.accounts"))}
@@ -231,6 +235,7 @@ QUESTION_KINDS = {
 
 
 @pytest.mark.parametrize("kind", QUESTION_KINDS)
+@pytest.mark.http
 def test_defining_and_rendering_a_question_loads_no_io_library_and_nothing_of_the_sdk_but_its_wire_types(
     kind: str,
 ) -> None:

@@ -386,6 +386,7 @@ def test_the_runtimes_internals_are_off_its_face_and_still_in_their_modules(name
 
 
 @pytest.mark.parametrize("face", FACES)
+@pytest.mark.http
 def test_importing_a_face_loads_no_heavy_library_it_does_not_need(face: str) -> None:
     allowed = FACES[face][1]
     assert loaded_after(f"import {face}") & HEAVY <= allowed, face

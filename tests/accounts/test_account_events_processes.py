@@ -17,7 +17,7 @@ from askback.db.migrate import all_components
 from askback.store import Store
 from infra import ROOT
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 # Another instance: it connects carol's mail account, then prints when its transaction had committed (the system's
 # monotonic clock, the same in every process).

@@ -179,6 +179,7 @@ def metadata_server(userinfo: str) -> Iterator[str]:
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovery_adds_the_origin_of_the_providers_userinfo_endpoint_to_those_declared() -> None:
     with metadata_server("http://localhost:9/me") as issuer:
         discovered = await discover(
@@ -288,6 +289,7 @@ async def setup(tmp_path: Path, api: Recorder, other: Recorder) -> AsyncIterator
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_a_request_to_a_declared_origin_carries_the_credential(setup: Accounts_) -> None:
     with anyio.fail_after(WAIT):
         async with await setup.oauth() as account:
@@ -311,6 +313,7 @@ async def test_a_request_to_a_declared_origin_carries_the_credential(setup: Acco
     ],
 )
 @pytest.mark.parametrize("kind", ["oauth", "api_key"])
+@pytest.mark.http
 async def test_a_model_supplied_url_to_another_origin_is_refused_and_nothing_is_sent(
     setup: Accounts_, where: str, kind: str
 ) -> None:
@@ -337,6 +340,7 @@ async def test_a_model_supplied_url_to_another_origin_is_refused_and_nothing_is_
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["oauth", "api_key"])
+@pytest.mark.http
 async def test_a_redirect_to_another_origin_is_followed_without_the_credential(setup: Accounts_, kind: str) -> None:
     api, other = setup.api, setup.other
     with anyio.fail_after(WAIT):
@@ -357,6 +361,7 @@ async def test_a_redirect_to_another_origin_is_followed_without_the_credential(s
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_a_redirect_not_followed_cannot_be_sent_on_to_another_origin(setup: Accounts_) -> None:
     with anyio.fail_after(WAIT):
         async with await setup.keyed() as account:
@@ -368,6 +373,7 @@ async def test_a_redirect_not_followed_cannot_be_sent_on_to_another_origin(setup
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_a_connection_without_origins_sends_its_credential_nowhere_and_says_what_to_set(
     setup: Accounts_,
 ) -> None:

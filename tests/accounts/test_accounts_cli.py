@@ -14,7 +14,7 @@ from askback.db.migrate import all_components
 from askback.store import Store
 from infra import run_askback
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 KEY = new_key("k1")
 SECRET = "sk-canary-0d9f3a"

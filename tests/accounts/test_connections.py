@@ -504,6 +504,7 @@ def issuer_only(issuer: str, **extra: object) -> OAuthConnection:
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovery_fills_the_endpoints_from_the_openid_configuration(metadata_server: MetadataServer) -> None:
     issuer = metadata_server.origin
     metadata_server.documents["/.well-known/openid-configuration"] = metadata(issuer)
@@ -520,6 +521,7 @@ async def test_discovery_fills_the_endpoints_from_the_openid_configuration(metad
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovery_falls_back_to_rfc_8414_inserted_before_the_issuer_path(
     metadata_server: MetadataServer,
 ) -> None:
@@ -536,6 +538,7 @@ async def test_discovery_falls_back_to_rfc_8414_inserted_before_the_issuer_path(
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovery_refuses_a_document_that_names_another_issuer(metadata_server: MetadataServer) -> None:
     issuer = metadata_server.origin
     metadata_server.documents["/.well-known/openid-configuration"] = metadata("https://evil.example")
@@ -547,6 +550,7 @@ async def test_discovery_refuses_a_document_that_names_another_issuer(metadata_s
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovery_with_no_document_anywhere_lists_what_it_tried(metadata_server: MetadataServer) -> None:
     issuer = metadata_server.origin
     with pytest.raises(ConfigurationError) as caught:
@@ -558,6 +562,7 @@ async def test_discovery_with_no_document_anywhere_lists_what_it_tried(metadata_
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovery_refuses_a_document_without_a_token_endpoint(metadata_server: MetadataServer) -> None:
     issuer = metadata_server.origin
     document = metadata(issuer)
@@ -568,6 +573,7 @@ async def test_discovery_refuses_a_document_without_a_token_endpoint(metadata_se
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovery_refuses_a_provider_without_pkce_s256_or_the_connections_client_auth(
     metadata_server: MetadataServer,
 ) -> None:
@@ -585,6 +591,7 @@ async def test_discovery_refuses_a_provider_without_pkce_s256_or_the_connections
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_discovering_a_loaded_file_fills_only_the_connections_that_need_it(
     metadata_server: MetadataServer, tmp_path: Path
 ) -> None:

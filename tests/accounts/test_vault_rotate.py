@@ -14,7 +14,7 @@ from askback.errors import ConfigurationError
 from askback.store import Store
 from infra import run_askback
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 CANARY = "canary-token-5f1c9e0d"
 KEY_A, KEY_B = new_key("a"), new_key("b")

@@ -118,6 +118,7 @@ def chained(url: str) -> list[dict[str, Any]]:
 # A clean trail ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.http
 def test_a_trail_written_by_real_flows_verifies_clean_and_prints_its_head(trail: str, tmp_path: Path) -> None:
     written = rows(trail)
     assert len(written) >= 8 and all(r["chain"] == written[0]["chain"] for r in written)
@@ -143,6 +144,7 @@ def test_a_trail_written_by_real_flows_verifies_clean_and_prints_its_head(trail:
 # Tampering by hand --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.http
 def test_an_edited_answer_fails_verification_naming_its_seq_and_row(trail: str, tmp_path: Path) -> None:
     [answer] = rows(trail, "SELECT * FROM askback_audit WHERE content LIKE '%billing-legacy%'")
     by_hand(
@@ -213,6 +215,7 @@ def test_events_swapped_between_two_rows_fail_verification_as_reordered(trail: s
     assert "hold each other's events" in found["message"]
 
 
+@pytest.mark.http
 def test_a_row_without_a_chain_inserted_by_hand_fails_verification(trail: str, tmp_path: Path) -> None:
     by_hand(
         trail,
@@ -273,6 +276,7 @@ def test_a_tail_cut_off_fails_verification_against_the_recorded_head(trail: str)
 # Rows from before the chain -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.http
 def test_rows_written_before_the_chain_existed_are_reported_unchained_and_not_as_tampering(
     any_database: str, tmp_path: Path
 ) -> None:
@@ -350,6 +354,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.http
 def test_two_processes_writing_at_once_each_keep_a_chain_of_their_own(any_database: str) -> None:
     run(lambda: close_after(Store.open(any_database, migrate=True)))
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}

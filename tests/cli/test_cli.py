@@ -40,23 +40,27 @@ def test_keys_new_prints_a_fresh_key_long_enough_to_seal() -> None:
     assert first.stdout != second.stdout
 
 
+@pytest.mark.http
 def test_several_workers_without_a_key_ring_are_refused_with_the_fix(tmp_path: Path) -> None:
     result = askback("serve", "askback.demo:server", "--workers", "3", "--port", "1", cwd=tmp_path)
     assert result.returncode == 2
     assert "askback keys new" in result.stderr and "ASKBACK_STATE_KEYS" in result.stderr
 
 
+@pytest.mark.http
 def test_a_short_state_key_is_refused_naming_the_variable(tmp_path: Path) -> None:
     result = askback("serve", "askback.demo:server", cwd=tmp_path, env={"ASKBACK_STATE_KEYS": "short"})
     assert result.returncode == 2
     assert "ASKBACK_" in result.stderr and "askback keys new" in result.stderr
 
 
+@pytest.mark.http
 def test_an_unknown_target_is_refused_clearly(tmp_path: Path) -> None:
     result = askback("serve", "nowhere.module:server", cwd=tmp_path)
     assert result.returncode == 2 and "cannot import 'nowhere.module'" in result.stderr
 
 
+@pytest.mark.http
 def test_the_demo_runs_and_audit_answers_who_confirmed_the_deletion(tmp_path: Path) -> None:
     demo = askback("demo", cwd=tmp_path)
     assert demo.returncode == 0, demo.stdout + demo.stderr
@@ -116,6 +120,7 @@ def test_the_demo_runs_and_audit_answers_who_confirmed_the_deletion(tmp_path: Pa
     assert len(who_again.stdout.splitlines()) == 1
 
 
+@pytest.mark.http
 def test_the_demo_refuses_a_database_it_did_not_make_and_leaves_it_alone(tmp_path: Path) -> None:
     mine = tmp_path / "mine.db"
     with contextlib.closing(sqlite3.connect(mine)) as conn, conn:
@@ -130,6 +135,7 @@ def test_the_demo_refuses_a_database_it_did_not_make_and_leaves_it_alone(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.db"]
 
 
+@pytest.mark.http
 def test_the_demo_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a database")
     result = askback("demo", "--database", "sqlite:///notes.txt", cwd=tmp_path)
@@ -137,6 +143,7 @@ def test_the_demo_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     assert (tmp_path / "notes.txt").read_text() == "not a database"
 
 
+@pytest.mark.http
 def test_audit_on_a_missing_database_says_what_to_do(tmp_path: Path) -> None:
     result = askback("audit", "--database", f"sqlite:///{tmp_path / 'none.db'}", cwd=tmp_path)
     assert result.returncode == 2 and "error" in result.stderr
@@ -148,6 +155,7 @@ def test_audit_refuses_bad_filters(tmp_path: Path, bad: str) -> None:
     assert result.exit_code == 2
 
 
+@pytest.mark.http
 def test_the_interactive_demo_asks_the_person_at_the_terminal(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
     demo = subprocess.run(
@@ -216,6 +224,7 @@ def started(*args: str, cwd: Path, env: dict[str, str]) -> Iterator[Output]:
         proc.stderr.close()
 
 
+@pytest.mark.http
 def test_serve_says_at_start_up_where_it_serves_with_how_many_workers_and_which_database(tmp_path: Path) -> None:
     port = free_port()
     env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": "sqlite:///served.db"}
@@ -229,6 +238,7 @@ def test_serve_says_at_start_up_where_it_serves_with_how_many_workers_and_which_
     assert not any("token-verifier" in seen for seen in output.lines)
 
 
+@pytest.mark.http
 def test_serve_without_a_token_verifier_warns_that_state_binds_to_no_user(tmp_path: Path) -> None:
     (tmp_path / "mine.py").write_text('from askback import Askback\n\napp = Askback("mine")\n')
     env = {"ASKBACK_STATE_KEYS": secrets.token_urlsafe(48), "ASKBACK_DATABASE_URL": "sqlite:///mine.db"}
@@ -243,6 +253,7 @@ def test_serve_without_a_token_verifier_warns_that_state_binds_to_no_user(tmp_pa
 
 
 @pytest.mark.parametrize("command", ["audit", "lint", "check", "demo", "serve"])
+@pytest.mark.http
 def test_help_in_a_pipe_shows_flags_without_a_value_and_fits_80_columns(tmp_path: Path, command: str) -> None:
     result = askback(command, "--help", cwd=tmp_path, env={"COLUMNS": "80"})
     assert result.returncode == 0, result.stderr
@@ -252,6 +263,7 @@ def test_help_in_a_pipe_shows_flags_without_a_value_and_fits_80_columns(tmp_path
     assert flag[command] in result.stdout
 
 
+@pytest.mark.http
 def test_askback_version_prints_the_installed_version_and_exits_0() -> None:
     shown = run_askback("--version")
     assert shown.returncode == 0, shown.stderr

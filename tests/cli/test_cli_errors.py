@@ -37,6 +37,7 @@ def the_one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.http
 def test_a_database_url_pointing_at_a_text_file_is_refused_as_not_sqlite(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("my notes, not a database\n" * 100)
     result = serve("askback.demo:server", cwd=tmp_path, env={"ASKBACK_DATABASE_URL": "sqlite:///notes.txt"})
@@ -45,12 +46,14 @@ def test_a_database_url_pointing_at_a_text_file_is_refused_as_not_sqlite(tmp_pat
     assert (tmp_path / "notes.txt").read_text().startswith("my notes")
 
 
+@pytest.mark.http
 def test_an_app_module_that_raises_on_import_is_named_with_its_exception(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text('import os\n\nraise RuntimeError("boom")\n')
     line = the_one_error_line(serve("broken:server", cwd=tmp_path))
     assert "'broken'" in line and "RuntimeError: boom" in line and "broken.py:3" in line
 
 
+@pytest.mark.http
 def test_an_app_module_with_a_syntax_error_is_refused_with_its_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "typo.py").write_text("from askback import Askback\n\nserver = Askback(\n\ndef (:\n")
     line = the_one_error_line(serve("typo:server", cwd=tmp_path))
@@ -58,11 +61,13 @@ def test_an_app_module_with_a_syntax_error_is_refused_with_its_file_and_line(tmp
 
 
 @pytest.mark.parametrize("port", ["70000", "-1", "0"])
+@pytest.mark.http
 def test_a_port_outside_1_to_65535_is_refused_before_serving(tmp_path: Path, port: str) -> None:
     line = the_one_error_line(serve("askback.demo:server", f"--port={port}", cwd=tmp_path))
     assert "--port" in line and "65535" in line
 
 
+@pytest.mark.http
 def test_an_unopenable_sqlite_path_prints_only_the_error_even_under_load(tmp_path: Path) -> None:
     # aiosqlite's worker thread used to report its failed open to an event loop already closed, printing "Event loop
     # is closed" tracebacks after the error; it is a race, so several servers fail at once to give it every chance.
@@ -86,6 +91,7 @@ def test_an_unopenable_sqlite_path_prints_only_the_error_even_under_load(tmp_pat
         assert "/nonexistent-dir/sub/x.db" in line and "unable to open database file" in line
 
 
+@pytest.mark.http
 def test_an_unreachable_postgresql_database_is_refused_without_its_password(tmp_path: Path) -> None:
     with_password = "postgresql://askback:hunter2secret@127.0.0.1:1/askback"  # nothing listens on port 1
     result = serve("askback.demo:server", cwd=tmp_path, env={"ASKBACK_DATABASE_URL": with_password})
@@ -102,11 +108,13 @@ def test_an_unreachable_postgresql_database_is_refused_without_its_password(tmp_
     ],
     ids=["lint", "check", "audit"],
 )
+@pytest.mark.http
 def test_every_command_reports_an_error_on_one_unwrapped_line(tmp_path: Path, args: list[str]) -> None:
     result = run_askback(*args, cwd=tmp_path, env=NARROW)
     assert len(the_one_error_line(result)) > 80
 
 
+@pytest.mark.http
 def test_an_askback_error_raised_by_a_command_is_printed_once_and_exits_with_its_exit_code(tmp_path: Path) -> None:
     # `askback db upgrade` raises the ConfigurationError of a database URL askback cannot use; the command line's one
     # error boundary prints it and exits with that error's exit_code.

@@ -11,12 +11,15 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 
 from askback.accounts.repository import Accounts
 from askback.audit import AuditEvent
 from askback.db.migrate import all_components
 from askback.store import Store
 from infra import ROOT
+
+pytestmark = pytest.mark.http
 
 OSC_52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # writes the person's clipboard
 HOSTILE = f"mallory{OSC_52}\r\nadmin\u202egpj"

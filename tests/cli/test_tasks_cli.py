@@ -17,7 +17,7 @@ from tests._http import audit
 from tests.infra import run_askback
 from tests.server._tasks import accept, call, get, rpc, serving_tasks, until_status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 CANARY = "canary-7f3a91"
 

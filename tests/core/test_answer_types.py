@@ -17,6 +17,9 @@ from askback.audit import AuditFilter
 from askback.clock import FrozenClock
 from askback.core.questions import AnswerRejected
 from askback.testing import accept, answered_by_hand, text
+from infra import BOTH_ANSWER_MODES
+
+pytestmark = [BOTH_ANSWER_MODES]
 
 
 class Trip(BaseModel):

@@ -16,8 +16,9 @@ from askback import Askback, Choice, Default, Flow, Form, Link
 from askback.audit import AuditFilter
 from askback.clock import FrozenClock
 from askback.testing import accept, answered_by_hand, text
+from infra import BOTH_ANSWER_MODES
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, BOTH_ANSWER_MODES]
 
 
 class Order(BaseModel):

@@ -11,8 +11,9 @@ from mcp_types import InputRequiredResult
 from askback import Askback
 from askback.audit import AuditEvent, AuditFilter
 from askback.testing import accept, answered_by_hand
+from infra import BOTH_ANSWER_MODES
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, BOTH_ANSWER_MODES]
 
 
 @pytest.mark.parametrize("bad", ["a\udfffb", "nul\x00"], ids=["lone-surrogate", "nul"])

@@ -51,6 +51,7 @@ SCENARIO = textwrap.dedent(
 )
 
 
+@pytest.mark.http
 def test_a_query_cancelled_on_sqlite_lets_the_event_loop_close_without_a_stray_worker_reply(tmp_path: Path) -> None:
     script = tmp_path / "cancelled.py"
     script.write_text(SCENARIO, encoding="utf-8")

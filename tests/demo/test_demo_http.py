@@ -18,8 +18,9 @@ from mcp_types import CallToolResult
 
 from _http import listing
 from askback.testing import Answering, accept, answering, cancel, decline, text
+from infra import BOTH_ANSWER_MODES_OVER_HTTP
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, BOTH_ANSWER_MODES_OVER_HTTP]
 
 
 async def call(

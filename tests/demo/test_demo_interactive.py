@@ -123,6 +123,7 @@ def live_processes_in_session(session: int) -> list[int]:
     return [pid for pid, _, fields in _processes() if int(fields[3]) == session and fields[0] != "Z"]
 
 
+@pytest.mark.http
 def test_one_ctrl_c_at_a_prompt_stops_the_demo_its_server_and_every_worker(
     tmp_path: Path, demo_at: Callable[..., tuple[Terminal, int]]
 ) -> None:
@@ -142,6 +143,7 @@ def test_one_ctrl_c_at_a_prompt_stops_the_demo_its_server_and_every_worker(
     assert left == [], f"still running after the demo exited: {left}"
 
 
+@pytest.mark.http
 def test_the_interactive_demo_shows_what_to_type_without_empty_default_brackets(
     tmp_path: Path, demo_at: Callable[..., tuple[Terminal, int]]
 ) -> None:

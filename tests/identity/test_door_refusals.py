@@ -69,6 +69,7 @@ ID_TOKEN_SHAPES = {
 @pytest.mark.parametrize(
     ("typ", "relaxed"), [(None, False), ("JWT", True)], ids=["typ absent", "typ JWT, relaxed setting"]
 )
+@pytest.mark.http
 async def test_an_id_token_without_nonce_is_refused_as_an_access_token_for_a_client_id_audience(
     issuer: LoopbackIssuer, clock: FrozenClock, extra: dict[str, Any], typ: str | None, relaxed: bool
 ) -> None:
@@ -81,6 +82,7 @@ async def test_an_id_token_without_nonce_is_refused_as_an_access_token_for_a_cli
 
 
 @pytest.mark.parametrize("mark", [{"scp": "notes.read"}, {"roles": ["Notes.Write"]}], ids=["scp", "roles"])
+@pytest.mark.http
 async def test_an_entra_access_token_typed_jwt_with_scp_or_roles_is_accepted_under_the_relaxed_setting(
     issuer: LoopbackIssuer, clock: FrozenClock, mark: dict[str, Any]
 ) -> None:
@@ -103,6 +105,7 @@ HOSTILE_SCOPES = {
 
 
 @pytest.mark.parametrize("scope", list(HOSTILE_SCOPES.values()), ids=list(HOSTILE_SCOPES))
+@pytest.mark.http
 async def test_a_scope_with_control_or_bidi_characters_too_long_or_too_many_is_refused_in_a_jwt_and_by_introspection(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock, scope: str
 ) -> None:
@@ -114,6 +117,7 @@ async def test_a_scope_with_control_or_bidi_characters_too_long_or_too_many_is_r
         await resource.verify(opaque)
 
 
+@pytest.mark.http
 async def test_a_hundred_ordinary_scopes_are_accepted(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -135,6 +139,7 @@ ORDINARY_NAMES = ["alice", "Zoë Ångström", "山田 太郎", "a.b-c_d@example.
 
 
 @pytest.mark.parametrize("name", list(LOOK_ALIKE_NAMES.values()), ids=list(LOOK_ALIKE_NAMES))
+@pytest.mark.http
 async def test_an_invisible_or_look_alike_principal_is_refused_at_the_jwt_door_and_by_name_problem(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock, name: str
 ) -> None:
@@ -143,6 +148,7 @@ async def test_an_invisible_or_look_alike_principal_is_refused_at_the_jwt_door_a
         await resource.verify(issuer.access_token(clock.now(), aud=CLIENT_ID, sub=name))
 
 
+@pytest.mark.http
 async def test_ordinary_names_are_still_accepted_at_the_jwt_door_and_by_name_problem(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:

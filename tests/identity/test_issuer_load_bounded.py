@@ -25,7 +25,7 @@ from askback.identity._introspection import FAILURE_INTERVAL, MAX_FAILURES, Intr
 from askback.identity._keys import KeyCache
 from askback.identity._signin import DISCOVERY_INTERVAL
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 SITE = "http://127.0.0.1:8765"
 AUDIENCE = "https://askback.test/mcp"

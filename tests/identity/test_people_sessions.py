@@ -164,6 +164,7 @@ async def test_the_sessions_migration_creates_exactly_the_table_its_model_descri
     assert [d for d in found if not (d[0] == "remove_table" and d[1].name == MIGRATIONS.version_table)] == []
 
 
+@pytest.mark.http
 def test_the_inbox_refuses_a_bad_issuer_before_it_says_anything_of_the_session_secret(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
     env["ASKBACK_SIGNIN_CLIENT_SECRET"] = "s3cret"  # and no ASKBACK_SESSION_SECRET

@@ -65,6 +65,7 @@ async def refused(resource: ResourceServer, token: str) -> str:
     return str(raised.value)
 
 
+@pytest.mark.http
 async def test_a_token_of_the_issuer_for_the_audience_names_its_caller(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -93,6 +94,7 @@ async def test_a_token_of_the_issuer_for_the_audience_names_its_caller(
         ({"sub": None}, "names no principal"),
     ],
 )
+@pytest.mark.http
 async def test_a_token_whose_claims_do_not_hold_is_refused_with_a_reason(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock, overrides: dict[str, Any], reason: str
 ) -> None:
@@ -102,6 +104,7 @@ async def test_a_token_whose_claims_do_not_hold_is_refused_with_a_reason(
     assert reason in await refused(resource, issuer.sign(claims))
 
 
+@pytest.mark.http
 async def test_times_are_checked_with_the_leeway(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -110,6 +113,7 @@ async def test_times_are_checked_with_the_leeway(
     await resource.verify(issuer.sign(issuer.claims(now, aud=["account", AUDIENCE])))
 
 
+@pytest.mark.http
 async def test_typ_must_be_an_access_token_type_where_present(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -123,6 +127,7 @@ async def test_typ_must_be_an_access_token_type_where_present(
         await lenient.close()
 
 
+@pytest.mark.http
 async def test_a_token_of_another_issuer_is_refused_without_contacting_that_issuer(
     resource: ResourceServer, issuer: LoopbackIssuer, other_issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -138,6 +143,7 @@ async def test_a_token_of_another_issuer_is_refused_without_contacting_that_issu
     assert other_issuer.requests == 0
 
 
+@pytest.mark.http
 async def test_a_token_with_a_bad_signature_is_refused(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -148,6 +154,7 @@ async def test_a_token_with_a_bad_signature_is_refused(
     assert "signature is not valid" in await refused(resource, spliced)
 
 
+@pytest.mark.http
 async def test_alg_none_and_hmac_keyed_with_the_public_key_are_refused_before_any_key_is_used(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -161,6 +168,7 @@ async def test_alg_none_and_hmac_keyed_with_the_public_key_are_refused_before_an
     assert issuer.requests == 0
 
 
+@pytest.mark.http
 async def test_an_unknown_kid_is_refused_after_one_refetch(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -172,6 +180,7 @@ async def test_an_unknown_kid_is_refused_after_one_refetch(
     assert issuer.jwks_fetches == 2
 
 
+@pytest.mark.http
 async def test_a_rotated_key_is_accepted_after_one_refetch_and_the_previous_works_while_published(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -191,6 +200,7 @@ async def test_a_rotated_key_is_accepted_after_one_refetch_and_the_previous_work
     assert "unknown signing key" in await refused(resource, issuer.sign(issuer.claims(clock.now()), key=previous))
 
 
+@pytest.mark.http
 async def test_a_flood_of_unknown_kids_costs_the_issuer_one_fetch_per_interval(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -206,6 +216,7 @@ async def test_a_flood_of_unknown_kids_costs_the_issuer_one_fetch_per_interval(
     assert issuer.jwks_fetches == 2
 
 
+@pytest.mark.http
 async def test_an_unknown_kid_while_a_refetch_is_held_back_is_invalid_not_unavailable(
     resource: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -220,6 +231,7 @@ async def test_an_unknown_kid_while_a_refetch_is_held_back_is_invalid_not_unavai
     assert issuer.jwks_fetches == 2
 
 
+@pytest.mark.http
 async def test_an_issuer_down_at_start_is_unavailable_until_it_is_up(
     clock: FrozenClock, db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -257,6 +269,7 @@ async def test_keys_that_cannot_be_fetched_make_the_issuer_unavailable(clock: Fr
         sock.close()
 
 
+@pytest.mark.http
 async def test_an_issuer_whose_metadata_names_another_issuer_is_refused(
     issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -292,6 +305,7 @@ def _answer(issuer: LoopbackIssuer, now: float, **overrides: Any) -> dict[str, A
     return {"active": True, **issuer.claims(now, **overrides)}
 
 
+@pytest.mark.http
 async def test_an_opaque_token_is_accepted_through_introspection_and_cached_until_its_exp(
     introspecting: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -307,6 +321,7 @@ async def test_an_opaque_token_is_accepted_through_introspection_and_cached_unti
     assert issuer.introspections == 2
 
 
+@pytest.mark.http
 async def test_an_introspected_answer_is_kept_at_most_a_minute(
     introspecting: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -322,6 +337,7 @@ async def test_an_introspected_answer_is_kept_at_most_a_minute(
     assert "not active" in await refused(introspecting, token)
 
 
+@pytest.mark.http
 async def test_an_inactive_or_foreign_opaque_token_is_refused(
     introspecting: ResourceServer, issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -335,6 +351,7 @@ async def test_an_inactive_or_foreign_opaque_token_is_refused(
     assert "another issuer" in await refused(introspecting, foreign)
 
 
+@pytest.mark.http
 async def test_introspection_that_refuses_askbacks_credentials_is_unavailable_not_a_refusal(
     issuer: LoopbackIssuer, clock: FrozenClock
 ) -> None:
@@ -353,6 +370,7 @@ async def test_introspection_that_refuses_askbacks_credentials_is_unavailable_no
         await server.close()
 
 
+@pytest.mark.http
 async def test_an_opaque_token_without_introspection_is_refused(resource: ResourceServer) -> None:
     assert "not a JWT access token" in await refused(resource, secrets.token_urlsafe(32))
 
@@ -380,6 +398,7 @@ def _expected(base: str, issuer: LoopbackIssuer) -> dict[str, Any]:
     }
 
 
+@pytest.mark.http
 def test_the_served_app_names_the_issuer_resource_and_scopes_at_the_mcp_suffixed_metadata_path(
     issuer: LoopbackIssuer, db_url: str
 ) -> None:
@@ -399,6 +418,7 @@ def test_the_served_app_names_the_issuer_resource_and_scopes_at_the_mcp_suffixed
 
 
 @pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"])
+@pytest.mark.http
 def test_the_metadata_mount_answers_at_its_root_and_at_the_mcp_suffix(path: str, issuer: LoopbackIssuer) -> None:
     resource = ResourceServer(
         issuer=issuer.issuer, audience=AUDIENCE, scopes_supported=["notes", "deploy"], resource_name="Notes"
@@ -414,6 +434,7 @@ def test_the_metadata_mount_answers_at_its_root_and_at_the_mcp_suffix(path: str,
     assert elsewhere.status_code == 404
 
 
+@pytest.mark.http
 def test_a_configured_resource_is_named_in_the_metadata_and_its_url(issuer: LoopbackIssuer) -> None:
     resource = ResourceServer(issuer=issuer.issuer, resource="https://askback.example.com/mcp")
     assert resource.audience == "https://askback.example.com/mcp"
@@ -472,6 +493,7 @@ def test_a_resource_server_refuses_weak_or_incomplete_arguments() -> None:
 # ID tokens, for the people sign-in.
 
 
+@pytest.mark.http
 async def test_an_id_token_is_checked_for_the_client_and_the_nonce(issuer: LoopbackIssuer, clock: FrozenClock) -> None:
     now = clock.now()
     claims = issuer.claims(now, aud="pages", nonce="n-1", azp=None, client_id=None, scope=None)

@@ -16,7 +16,7 @@ from askback.clock import FrozenClock
 from askback.identity import PeopleSignIn
 from askback.identity._signin import DISCOVERY_INTERVAL
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 SITE = "http://127.0.0.1:8765"
 

@@ -18,7 +18,7 @@ from askback.errors import InvalidTokenError, IssuerUnavailableError
 from askback.identity import ResourceServer
 from askback.identity._introspection import FAILURE_INTERVAL, MAX_FAILURES
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 
 HOSTILE_PRINCIPALS = {

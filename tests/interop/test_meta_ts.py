@@ -26,7 +26,7 @@ from askback.demo.mail import DemoMail, callback_url, mail_accounts, summarize
 from askback.demo.person import connect_account
 from askback.demo.provider import serving_provider
 from askback.server import DemoTokenVerifier, build_app
-from infra import INTEROP, serving_asgi
+from infra import INTEROP, interop_node, serving_asgi
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -41,14 +41,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def node_path() -> str:
-    """A PATH with Node 22 first (interop/node.sh), `@modelcontextprotocol/client` installed in interop/."""
+    """A PATH with Node 22 first, interop/node_modules installed from its lockfile (`infra.interop_node`)."""
     if shutil.which("node") is None and shutil.which("npm") is None:
         pytest.skip("neither node nor npm is installed; the TypeScript client cannot run here")
-    found = subprocess.run(["bash", str(INTEROP / "node.sh")], capture_output=True, text=True, timeout=300, check=False)
-    assert found.returncode == 0, f"interop/node.sh could not provide Node 22:\n{found.stderr}"
-    if not (INTEROP / "node_modules" / "@modelcontextprotocol" / "client" / "package.json").exists():
-        pytest.skip("npm install in interop/ first (tests/interop/test_ts_client.py does it)")
-    return f"{found.stdout.strip()}{os.pathsep}{os.environ.get('PATH', '')}"
+    return f"{interop_node().parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 @pytest.fixture(scope="module")

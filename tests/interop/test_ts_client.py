@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from _http import audit, served
 from askback.audit import AuditEvent
-from infra import INTEROP
+from infra import INTEROP, interop_node
 
 pytestmark = pytest.mark.http
 
@@ -43,29 +43,11 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def node_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A PATH with Node 22 first, and `@modelcontextprotocol/client` installed in interop/ (from interop/package.json)."""
+def node_path() -> str:
+    """A PATH with Node 22 first, interop/node_modules installed from its lockfile (`infra.interop_node`)."""
     if shutil.which("node") is None and shutil.which("npm") is None:
         pytest.skip("neither node nor npm is installed; the TypeScript client cannot run here")
-    env = dict(os.environ)
-    env.setdefault("HOME", str(tmp_path_factory.mktemp("npm-home")))  # npm's cache goes under HOME
-    found = subprocess.run(
-        ["bash", str(INTEROP / "node.sh")], env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert found.returncode == 0, f"interop/node.sh could not provide Node 22:\n{found.stderr}"
-    path = f"{found.stdout.strip()}{os.pathsep}{env.get('PATH', '')}"
-    if not (INTEROP / "node_modules" / "@modelcontextprotocol" / "client" / "package.json").exists():
-        installed = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=INTEROP,
-            env={**env, "PATH": path},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert installed.returncode == 0, f"npm install in interop/ failed:\n{installed.stderr}"
-    return path
+    return f"{interop_node().parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 @pytest.fixture(scope="module", params=MODES)

@@ -210,6 +210,7 @@ def test_the_page_kit_imports_no_product(path: Path) -> None:
             assert not name.startswith(PRODUCTS), f"{path.name} imports {name}"
 
 
+@pytest.mark.http
 def test_importing_the_page_kit_loads_no_product() -> None:
     code = "import sys, askback.pages; print('\\n'.join(sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -31,7 +31,7 @@ from askback import load_settings
 from askback.runtime import Runtime, WebInbox
 from askback.runtime.langgraph import answers_for, call_tool, waiting_calls
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 OpenRuntime = Callable[..., Awaitable[Runtime]]
 

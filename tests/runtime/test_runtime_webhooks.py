@@ -418,6 +418,7 @@ async def test_two_inbox_processes_sharing_one_database_given_the_webhook_at_onc
     assert site.runs() == runs + 2
 
 
+@pytest.mark.http
 def test_inbox_serve_with_an_unset_or_malformed_webhook_secret_refuses_to_start_naming_what_to_fix(
     tmp_path: Path,
 ) -> None:
@@ -562,6 +563,7 @@ async def test_inbox_serve_takes_a_bare_webhook_secret_env_var_with_a_deprecatio
     assert SECRET not in log.read_text()
 
 
+@pytest.mark.http
 def test_inbox_serve_refuses_a_bare_var_beside_named_servers_and_still_refuses_malformed_forms_with_status_2(
     tmp_path: Path,
 ) -> None:

@@ -197,6 +197,7 @@ def test_the_inline_extension_is_an_extension() -> None:
     assert extension.name == "typed"
 
 
+@pytest.mark.http
 def test_importing_the_extension_vocabulary_loads_no_product() -> None:
     # Every product builds these values, so importing them must not pull in one product for another.
     code = "import sys, askback.extension; print('\\n'.join(sys.modules))"

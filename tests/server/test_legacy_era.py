@@ -23,8 +23,9 @@ from askback.audit import AuditFilter
 from askback.clock import FrozenClock
 from askback.server.legacy import PendingPushes
 from askback.testing import accept, answering, cancel, decline, free_port, serving, text
+from infra import BOTH_ANSWER_MODES, BOTH_ANSWER_MODES_OVER_HTTP
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, BOTH_ANSWER_MODES]
 
 connect = Link(key="connect", message="Connect your calendar.")
 sure = Confirm(key="sure", message="Book it?")
@@ -116,6 +117,7 @@ async def test_a_legacy_client_without_elicitation_gets_32021(app: Askback) -> N
     assert err.value.error.code == -32021
 
 
+@BOTH_ANSWER_MODES_OVER_HTTP
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_the_demo_serves_both_eras_over_http_with_unchanged_tools(demo_url: str, mode: str) -> None:
     answers = answering(
@@ -236,6 +238,7 @@ def test_the_pending_push_caps_count_per_session_and_per_process() -> None:
     assert pushes.total == 0 and pushes.by_session == {}
 
 
+@pytest.mark.http
 def test_over_http_a_second_pending_question_in_one_session_is_not_pushed(tmp_path: Path) -> None:
     env = {
         "ASKBACK_STATE_KEYS": secrets.token_urlsafe(48),

@@ -66,6 +66,7 @@ def make_app(tmp_path: Path, expose: str) -> Askback:
         ("both", [*META, "list_repositories", "repository_stats", "open_issue"]),
     ],
 )
+@pytest.mark.http
 async def test_tools_list_shows_what_the_exposure_says_and_the_catalogue_holds_every_tool(
     tmp_path: Path, expose: str, listed: list[str]
 ) -> None:

@@ -25,6 +25,7 @@ from askback.testing import accept, call_round, drive_flow, state_of, text
 from infra import Instance, Nginx, Postgres, behind_nginx, postgres, run_askback
 
 pytestmark = [
+    pytest.mark.http,
     pytest.mark.anyio,
     pytest.mark.skipif(shutil.which("nginx") is None and not os.path.exists("/usr/sbin/nginx"), reason="needs nginx"),
 ]

@@ -16,7 +16,7 @@ from tests.server._tasks import accept, call, get, lines, rpc, serving_tasks, un
 from askback.clock import FrozenClock
 from askback.store import Store
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 
 @pytest.fixture

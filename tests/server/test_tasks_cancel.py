@@ -13,11 +13,14 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from tests.infra import Instance, wait_until
 from tests.server._tasks import TASKS
 
 from askback.audit import AuditFilter
 from askback.store import Store
+
+pytestmark = pytest.mark.http
 
 TARGET = "tests.fixtures.tasks_server:server"
 META = {

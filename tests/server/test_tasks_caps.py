@@ -16,7 +16,7 @@ from tests.server._tasks import call, rpc, serving_tasks, until_status
 
 from askback.store import Store
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 CAP = 2
 

@@ -14,7 +14,7 @@ import pytest
 from tests._http import audit
 from tests.server._tasks import TASKS, accept, call, lines, rpc, serving_tasks, until_status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 
 @pytest.fixture

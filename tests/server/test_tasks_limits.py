@@ -72,6 +72,7 @@ async def update(http: httpx.AsyncClient, url: str, task_id: str, key: str, answ
 # --- over HTTP ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.http
 async def test_a_task_that_keeps_asking_is_stopped_by_the_round_cap_as_an_mrtr_call_is(
     http: httpx.AsyncClient, url: str, tmp_path: Path, database: str
 ) -> None:
@@ -104,6 +105,7 @@ async def test_a_task_that_keeps_asking_is_stopped_by_the_round_cap_as_an_mrtr_c
     assert [event for event, _ in trail].count("asked") == ROUNDS
 
 
+@pytest.mark.http
 async def test_answers_after_the_deadline_end_the_task_expired_without_running_its_handler_again(
     http: httpx.AsyncClient, url: str, clock: FrozenClock, tmp_path: Path, database: str
 ) -> None:
@@ -127,6 +129,7 @@ async def test_answers_after_the_deadline_end_the_task_expired_without_running_i
     assert lines(log) == ["run"]
 
 
+@pytest.mark.http
 async def test_an_mrtr_answer_after_the_deadline_gets_the_same_expired_text_as_a_task(
     http: httpx.AsyncClient, url: str, clock: FrozenClock, tmp_path: Path
 ) -> None:
@@ -151,6 +154,7 @@ async def test_an_mrtr_answer_after_the_deadline_gets_the_same_expired_text_as_a
     assert lines(log) == ["run", "run"]
 
 
+@pytest.mark.http
 async def test_a_task_left_waiting_past_its_deadline_ends_at_the_next_get(
     http: httpx.AsyncClient, url: str, clock: FrozenClock, tmp_path: Path, database: str
 ) -> None:
@@ -174,6 +178,7 @@ async def test_a_task_left_waiting_past_its_deadline_ends_at_the_next_get(
     assert trail == [("asked", None), ("completed", "expired")]
 
 
+@pytest.mark.http
 async def test_a_task_answered_just_in_time_runs_and_completes(
     http: httpx.AsyncClient, url: str, clock: FrozenClock, tmp_path: Path
 ) -> None:
@@ -186,6 +191,7 @@ async def test_a_task_answered_just_in_time_runs_and_completes(
     assert lines(log) == ["run", "run", "act"]
 
 
+@pytest.mark.http
 async def test_a_partial_answer_after_the_deadline_ends_the_task_too(
     http: httpx.AsyncClient, url: str, clock: FrozenClock, tmp_path: Path
 ) -> None:

@@ -13,7 +13,7 @@ import pytest
 from tests._http import audit
 from tests.server._tasks import accept, call, get, rpc, serving_tasks, until_status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
 DSN = "postgresql://admin:hunter2@db/prod"
 

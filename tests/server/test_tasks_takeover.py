@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from tests.infra import Instance, wait_until
+
+pytestmark = pytest.mark.http
 
 TARGET = "tests.fixtures.tasks_server:server"
 META = {

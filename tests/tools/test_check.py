@@ -122,6 +122,7 @@ def test_a_tool_that_never_asks_skips_the_question_checks_and_says_why(demo_url:
     assert "completed at once" in details(report)["tampered-state"]
 
 
+@pytest.mark.http
 def test_the_flawed_server_fails_exactly_where_it_is_flawed(flawed_url: str) -> None:
     report = run_check(flawed_url, "delete_project", DELETE)
     failed = {name for name, status in statuses(report).items() if status == "fail"}
@@ -146,6 +147,7 @@ def test_the_flawed_server_fails_exactly_where_it_is_flawed(flawed_url: str) -> 
     assert "header 2099-01-01: HTTP 400, -32020" in said["protocol-version-header"]
 
 
+@pytest.mark.http
 def test_evidence_shows_the_request_and_the_wire_fields_but_no_state(flawed_url: str) -> None:
     report = run_check(flawed_url, "delete_project", DELETE, token="s3cret-token")
     tampered = report.by_name()["tampered-state"].evidence[0]
@@ -190,6 +192,7 @@ def test_the_command_prints_a_table_and_exits_0_when_nothing_failed(demo_url: st
     assert "\x1b[" not in result.stdout  # colour only on a terminal
 
 
+@pytest.mark.http
 def test_the_command_prints_json_and_exits_1_when_a_check_failed(flawed_url: str) -> None:
     result = runner.invoke(
         cli(), ["check", flawed_url, "--tool", "delete_project", "--args", '{"project_id": "p"}', "--json"]

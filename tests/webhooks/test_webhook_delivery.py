@@ -37,6 +37,7 @@ def dispatcher(store: Store, endpoints: list[Endpoint], clock: FrozenClock) -> D
     return Dispatcher(store, endpoints, clock=clock, rng=random.Random(7), schedule=SCHEDULE, idle=0.05)
 
 
+@pytest.mark.http
 async def test_a_delivery_verifies_with_the_standardwebhooks_package_and_carries_the_event(
     store: Store, receiver: Receiver
 ) -> None:
@@ -62,6 +63,7 @@ async def test_a_delivery_verifies_with_the_standardwebhooks_package_and_carries
     await hooks.aclose()
 
 
+@pytest.mark.http
 async def test_while_secrets_rotate_each_one_signs_and_either_verifies(store: Store, receiver: Receiver) -> None:
     old, new = new_secret(), new_secret()
     clock = now_clock()
@@ -78,6 +80,7 @@ async def test_while_secrets_rotate_each_one_signs_and_either_verifies(store: St
     await hooks.aclose()
 
 
+@pytest.mark.http
 async def test_a_receiver_that_fails_twice_gets_the_event_on_the_third_attempt_with_the_same_webhook_id(
     store: Store, receiver: Receiver
 ) -> None:
@@ -111,6 +114,7 @@ async def test_a_receiver_that_fails_twice_gets_the_event_on_the_third_attempt_w
     await hooks.aclose()
 
 
+@pytest.mark.http
 async def test_after_the_bounded_schedule_a_delivery_is_failed_and_redeliver_makes_it_pending_again(
     store: Store, receiver: Receiver
 ) -> None:
@@ -156,6 +160,7 @@ async def test_an_unreachable_receiver_is_an_attempt_logged_with_its_kind_of_fai
     await hooks.aclose()
 
 
+@pytest.mark.http
 async def test_each_endpoint_gets_only_the_events_it_names_and_audit_events_only_when_it_opts_in(
     store: Store, receiver: Receiver
 ) -> None:
@@ -193,6 +198,7 @@ async def test_each_endpoint_gets_only_the_events_it_names_and_audit_events_only
     await hooks.aclose()
 
 
+@pytest.mark.http
 async def test_an_endpoint_is_sent_what_happens_after_it_was_first_configured(store: Store, receiver: Receiver) -> None:
     clock = now_clock()
     await add_event(store, "account.connected", clock.now(), **account_data(principal="before"))
@@ -213,6 +219,7 @@ async def test_an_endpoint_is_sent_what_happens_after_it_was_first_configured(st
     await again.aclose()
 
 
+@pytest.mark.http
 async def test_the_canary_credential_is_in_no_body_and_no_attempt_row(store: Store, receiver: Receiver) -> None:
     canary = "ya29.CANARY-" + "c" * 24
     secret = new_secret()
@@ -242,6 +249,7 @@ async def test_the_canary_credential_is_in_no_body_and_no_attempt_row(store: Sto
     await hooks.aclose()
 
 
+@pytest.mark.http
 async def test_an_app_with_the_extension_delivers_in_the_background_and_stops_cleanly(
     db_url: str, receiver: Receiver, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -130,6 +130,7 @@ def test_allow_private_is_a_boolean_and_a_public_name_needs_nothing(tmp_path: Pa
     assert not endpoint.allow_private
 
 
+@pytest.mark.http
 def test_the_cli_refuses_a_file_with_a_metadata_endpoint_naming_it(tmp_path: Path) -> None:
     config = endpoint_file(tmp_path, "https://169.254.169.254/latest")
     listed = run_askback("webhooks", "list", env={"ASKBACK_WEBHOOKS": str(config), "HOOK_SECRET": new_secret()})
@@ -227,6 +228,7 @@ def rebinding(answers: Sequence[str]) -> Any:
     return resolve
 
 
+@pytest.mark.http
 async def test_a_name_that_resolves_to_loopback_at_send_time_is_refused_and_the_receiver_is_never_reached(
     store: Store, tls_receiver: TlsReceiver, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -253,6 +255,7 @@ async def test_a_name_that_resolves_to_loopback_at_send_time_is_refused_and_the_
     assert "127.0.0.1 is a loopback address" in caplog.text and "allow_private" in caplog.text
 
 
+@pytest.mark.http
 async def test_a_name_that_resolves_to_any_refused_address_is_refused_even_beside_a_public_one(
     tls_receiver: TlsReceiver,
 ) -> None:
@@ -265,6 +268,7 @@ async def test_a_name_that_resolves_to_any_refused_address_is_refused_even_besid
     assert tls_receiver.connections == 0
 
 
+@pytest.mark.http
 async def test_an_endpoint_that_allows_private_destinations_is_delivered_on_loopback_with_tls_checked_against_its_name(
     store: Store, tls_receiver: TlsReceiver
 ) -> None:

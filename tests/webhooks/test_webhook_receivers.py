@@ -52,6 +52,7 @@ def measure_from_here() -> int:
     return tracemalloc.get_traced_memory()[0]
 
 
+@pytest.mark.http
 async def test_a_32_mib_answer_is_read_a_few_kib_at_most_and_its_connection_closed(
     store: Store, peak: list[int]
 ) -> None:
@@ -72,6 +73,7 @@ async def test_a_32_mib_answer_is_read_a_few_kib_at_most_and_its_connection_clos
     assert (delivery.status, delivery.last_status) == ("delivered", 200)
 
 
+@pytest.mark.http
 async def test_a_gzip_bomb_is_neither_asked_for_nor_inflated(store: Store, peak: list[int]) -> None:
     clock = FrozenClock(at=time.time())
     bomb, compressed = gzip_bomb(64 * MiB)
@@ -91,6 +93,7 @@ async def test_a_gzip_bomb_is_neither_asked_for_nor_inflated(store: Store, peak:
     assert (delivery.status, delivery.last_status) == ("delivered", 200)
 
 
+@pytest.mark.http
 async def test_the_test_message_reads_no_more_of_an_answer_than_a_delivery(peak: list[int]) -> None:
     bomb, _ = gzip_bomb(64 * MiB)
     async with serving(bomb) as peer:
@@ -103,6 +106,7 @@ async def test_the_test_message_reads_no_more_of_an_answer_than_a_delivery(peak:
     assert [r["accept-encoding"] for r in peer.requests] == ["identity"]
 
 
+@pytest.mark.http
 async def test_a_receiver_trickling_its_answer_is_cut_off_at_the_attempts_deadline(store: Store) -> None:
     clock = FrozenClock(at=time.time())
     async with serving(trickle(length=40)) as peer:
@@ -163,6 +167,7 @@ async def slow_and_fast(store: Store, slow: Peer, fast: Peer, clock: FrozenClock
     await hooks.aclose()
 
 
+@pytest.mark.http
 async def test_a_slow_receiver_holds_only_its_own_slots_while_the_others_deliveries_go_out(store: Store) -> None:
     clock = FrozenClock(at=time.time())
     async with serving(held) as slow, serving(at_once) as fast:
@@ -172,6 +177,7 @@ async def test_a_slow_receiver_holds_only_its_own_slots_while_the_others_deliver
     assert len(deliveries) == 12 and {d.status for d in deliveries} == {"delivered"}
 
 
+@pytest.mark.http
 async def test_no_more_attempts_than_the_global_cap_are_under_way_at_once(store: Store) -> None:
     clock = FrozenClock(at=time.time())
     async with serving(held) as one, serving(held) as two:

@@ -101,6 +101,7 @@ async def hung_receivers(count: int) -> Any:
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_four_urls_on_one_hung_host_share_its_slots_and_the_healthy_receiver_gets_every_delivery(
     store: Store,
 ) -> None:
@@ -124,6 +125,7 @@ async def test_four_urls_on_one_hung_host_share_its_slots_and_the_healthy_receiv
 
 
 @pytest.mark.anyio
+@pytest.mark.http
 async def test_hung_receivers_get_one_attempt_each_and_half_the_slots_while_the_healthy_one_gets_every_delivery(
     store: Store,
 ) -> None:
@@ -159,6 +161,7 @@ async def test_hung_receivers_get_one_attempt_each_and_half_the_slots_while_the_
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("answer_after", "at_once_most"), [(0.0, 2), (ATTEMPT / 2, 1)])
+@pytest.mark.http
 async def test_a_receiver_that_answered_slowly_gets_one_attempt_at_a_time_and_a_quick_one_per_endpoint(
     store: Store, answer_after: float, at_once_most: int
 ) -> None:

@@ -55,6 +55,7 @@ def test_a_url_whose_host_httpx_cannot_encode_is_refused_at_load_naming_the_endp
     assert len(load_endpoints(accepted, environ=environ)) == 2
 
 
+@pytest.mark.http
 async def test_an_unsendable_endpoint_fails_its_attempts_while_the_one_beside_it_is_delivered(
     db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -84,12 +85,14 @@ async def test_an_unsendable_endpoint_fails_its_attempts_while_the_one_beside_it
     assert "dispatcher stopped" not in logged
 
 
+@pytest.mark.http
 async def test_the_test_message_to_an_unsendable_endpoint_is_a_failure_not_a_crash() -> None:
     with anyio.fail_after(DEADLINE):
         sent = await send_test(unchecked("https://xn--bcher.example/hooks"))
     assert (sent.status, sent.error, sent.delivered) == (None, "InvalidCodepoint", False)
 
 
+@pytest.mark.http
 def test_askback_webhooks_test_refuses_a_file_with_an_unsendable_url_with_status_2_not_a_crash(
     tmp_path: Path,
 ) -> None:

@@ -51,6 +51,7 @@ def test_a_url_is_shown_without_userinfo_query_or_fragment(url: str, shown: str)
         f"https://:{PASSWORD}@hooks.example.com/in?token={TOKEN}",
     ],
 )
+@pytest.mark.http
 def test_a_url_with_a_user_name_or_password_is_refused_at_load_never_echoing_it(tmp_path: Path, url: str) -> None:
     config = tmp_path / "webhooks.toml"
     config.write_text(f'[[endpoint]]\nurl = "{url}"\nevents = ["account.*"]\nsecret_env = "HOOK_SECRET"\n')
