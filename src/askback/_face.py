@@ -4,16 +4,36 @@ for the parts that use them)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, MutableMapping
 from importlib import import_module
 from typing import Any
 
-__all__ = ["resolve"]
+__all__ = ["REMOVED_IN", "resolve"]
+
+# The release that removes the names deprecated in this one: a renamed public name keeps working, with a
+# `DeprecationWarning`, for one minor release (CHANGELOG.md lists each).
+REMOVED_IN = "0.3.0"
 
 
-def resolve(face: str, where: Mapping[str, str], name: str, namespace: MutableMapping[str, Any]) -> Any:
+def resolve(
+    face: str,
+    where: Mapping[str, str],
+    name: str,
+    namespace: MutableMapping[str, Any],
+    renamed: Mapping[str, str] | None = None,
+) -> Any:
     """The value of `name` on the face `face` (from the module `where` names), kept in the face's `namespace` so
-    that the next use is a plain attribute read."""
+    that the next use is a plain attribute read. A name in `renamed` is the old name of another: it still resolves,
+    to the new name's value, with a `DeprecationWarning` on every use (it is never kept in `namespace`)."""
+    new = (renamed or {}).get(name)
+    if new is not None:
+        warnings.warn(
+            f"{face}.{name} is deprecated and will be removed in askback {REMOVED_IN}: use {face}.{new}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return resolve(face, where, new, namespace)
     module = where.get(name)
     if module is None:
         raise AttributeError(f"module {face!r} has no attribute {name!r}")

@@ -61,8 +61,12 @@ __all__ = [
 ]
 
 
+# Old names, working until askback 0.3.0 with a DeprecationWarning (CHANGELOG.md).
+_RENAMED = {"Question": "ParkedQuestion"}
+
+
 def __getattr__(name: str) -> Any:
-    return resolve(__name__, _WHERE, name, globals())
+    return resolve(__name__, _WHERE, name, globals(), _RENAMED)
 
 
 def __dir__() -> list[str]:
