@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from askback.core._connect import checked_label
+from askback.core.connecting import checked_label
 from askback.core.text import name_problem
 from askback.errors import ToolError
 

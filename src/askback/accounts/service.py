@@ -27,7 +27,7 @@ from askback.accounts.links import Link, Refused, bound_state
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.status import Event, Status
 from askback.accounts.vault import Vault
-from askback.core._connect import checked_label
+from askback.core.connecting import checked_label
 from askback.errors import AccountStateError, InvalidParamsError, ProviderError, ToolError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ is ignored or asked again with a note saying what was wrong.
 
 A `Flow`'s public names are what a handler uses; the run's bookkeeping (answers recorded, questions scheduled,
 audit events) is a private `RunRecord` (`askback.core._flow_record`), read by `run` and `run_events`. `connect` lives
-in `askback.core._connect`. `NeedInput` and `FlowEnded` derive from `BaseException` so that a handler's own
+in `askback.core.connecting`. `NeedInput` and `FlowEnded` derive from `BaseException` so that a handler's own
 `except Exception` cannot swallow them by accident.
 """
 
@@ -27,12 +27,12 @@ from typing import Any, Literal, TypeVar, cast, overload
 
 from mcp_types import ClientCapabilities, ElicitResult
 
-from askback.core import _connect
-from askback.core._connect import AccountLike, AccountsPort, ConnectMode, NotReady, Readiness, readiness
+from askback.core import connecting
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.answers import Accepted, Cancelled, Declined, Outcome
 from askback.core.caller import Caller
 from askback.core.capabilities import declares
+from askback.core.connecting import AccountLike, AccountsPort, ConnectMode, NotReady, Readiness, readiness
 from askback.core.questions import AnswerRejected, Argument, Confirm, Default, Link, Question, digest
 from askback.core.state import FlowState, RecordedAnswer
 from askback.core.text import unstorable_text
@@ -189,7 +189,7 @@ class Flow:
 
         Run by the META exposure's `execute_tool` (the `report` mode), an account that is not ready ends the run
         with `NotReady` instead of a link: the call answers `not_connected` or `reauth_needed` naming `connection`."""
-        return await _connect.connect(
+        return await connecting.connect(
             self._round,
             self._accounts,
             self.capabilities,

@@ -51,7 +51,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from askback.asgi import API_HEADERS, AllowedHosts, CappedBody, HostGuard, SecurityHeaders
 from askback.clock import Clock
-from askback.core._connect import MAX_LABEL_LENGTH
+from askback.core.connecting import MAX_LABEL_LENGTH
 from askback.errors import AskbackError, CallError, ConfigurationError, ResumeDueError
 from askback.runtime._models import WebhookRow
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome

@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from askback.core._connect import checked_label
+from askback.core.connecting import checked_label
 from askback.core.flow import AccountsPort, NotReady, Readiness, readiness
 from askback.errors import AskbackError, ConfigurationError, DefinitionError
 from askback.server._catalogue import CatalogueTool, arguments_error, checked_connections

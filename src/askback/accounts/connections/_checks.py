@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 # Connection names appear in URLs (callbacks, links) and in the file as table names.
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+CONNECTION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 # RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ).
 _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 
@@ -29,15 +29,17 @@ _RESERVED_AUTHORIZE = frozenset(
 )
 
 
-_NAME_RULE = "a connection name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit."
+CONNECTION_NAME_RULE = (
+    "a connection name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit."
+)
 
 
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise DefinitionError(f"Connection name {name!r} is not valid: {_NAME_RULE}")
+def check_name(name: object) -> None:
+    if not isinstance(name, str) or not CONNECTION_NAME.fullmatch(name):
+        raise DefinitionError(f"Connection name {name!r} is not valid: {CONNECTION_NAME_RULE}")
 
 
-def _url_problem(url: object, *, issuer: bool = False) -> str | None:
+def url_problem(url: object, *, issuer: bool = False) -> str | None:
     """Why `url` cannot be an endpoint (https, or http on loopback; no fragment; an issuer has no query either)."""
     if not isinstance(url, str) or not url or any(c.isspace() for c in url):
         return "is not a URL"
@@ -116,7 +118,7 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def _origins(origins: object, what: str) -> tuple[str, ...]:
+def checked_origins(origins: object, what: str) -> tuple[str, ...]:
     if isinstance(origins, str):
         raise DefinitionError(f"{what}: origins is a single string; give a list, such as [{origins!r}].")
     if not isinstance(origins, Iterable):
@@ -131,7 +133,7 @@ def _origins(origins: object, what: str) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _scopes(scopes: object, what: str, separator: str) -> tuple[str, ...]:
+def checked_scopes(scopes: object, what: str, separator: str) -> tuple[str, ...]:
     if isinstance(scopes, str):
         raise DefinitionError(f"{what}: scopes is a single string; give a list, such as [{scopes!r}].")
     if not isinstance(scopes, Iterable):
@@ -143,7 +145,7 @@ def _scopes(scopes: object, what: str, separator: str) -> tuple[str, ...]:
     return result
 
 
-def _authorize_params(params: object, what: str) -> Mapping[str, str]:
+def checked_authorize_params(params: object, what: str) -> Mapping[str, str]:
     if not isinstance(params, Mapping):
         raise DefinitionError(f"{what}: authorize_params must be a mapping of strings to strings.")
     copied: dict[str, str] = {}

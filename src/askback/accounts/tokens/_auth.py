@@ -56,7 +56,7 @@ def _origin_refusal(connection: Connection, url: httpx.URL) -> str | None:
     )
 
 
-class _AccountAuth(httpx.Auth):
+class AccountAuth(httpx.Auth):
     """`TokenKeeper.auth`: the credential is read (and refreshed) when each request is sent, and goes nowhere but
     into that request's headers, and only for a request to one of the connection's origins: any other request is
     refused (`CredentialOriginError`) before anything is read or sent."""
@@ -151,7 +151,7 @@ class ConnectedAccount:
         on first use)."""
         if self._http is None:
             auth = self._keeper.auth(self._account)
-            hooks = [auth.guard_hop] if isinstance(auth, _AccountAuth) else []
+            hooks = [auth.guard_hop] if isinstance(auth, AccountAuth) else []
             self._http = httpx.AsyncClient(auth=auth, event_hooks={"request": hooks})
         return self._http
 

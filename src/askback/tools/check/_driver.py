@@ -15,7 +15,7 @@ import httpx
 from askback.errors import ProbeError
 from askback.tools.check._plan import probe
 from askback.tools.check._verdicts import Report, evaluate
-from askback.tools.check._wire import Recorded, Request, Response, _clip
+from askback.tools.check._wire import Recorded, Request, Response, clip
 
 _MAX_BODY = 1_000_000
 
@@ -86,10 +86,10 @@ def _parse_json(status: int, body: bytes) -> Response:
     try:
         value = json.loads(text) if text.strip() else None
     except ValueError:
-        return Response(status=status, text=_clip(text, 200))
+        return Response(status=status, text=clip(text, 200))
     if isinstance(value, Mapping) and "jsonrpc" in value and ("result" in value or "error" in value):
         return Response(status=status, message=value)
-    return Response(status=status, text=_clip(text, 200))
+    return Response(status=status, text=clip(text, 200))
 
 
 def _read_sse(http: httpx.Response, request_id: int, deadline: float, timeout: float) -> Response:

@@ -14,7 +14,7 @@ from mcp.shared.inbound import encode_header_value, find_invalid_x_mcp_header, m
 
 from askback.core.capabilities import MRTR_REVISION
 from askback.errors import ProbeError
-from askback.tools.check._wire import Branch, Exchange, Recorded, Request, Response, _clip, _compact
+from askback.tools.check._wire import Branch, Exchange, Recorded, Request, Response, clip, compact
 
 PROTOCOL_VERSION = MRTR_REVISION
 # Header values for the R3 check: the previous revision (what a confused client or gateway would send) and one
@@ -94,9 +94,9 @@ class _Requests:
         body, headers = self._envelope("tools/call", params, capabilities, PROTOCOL_VERSION)
         headers["Mcp-Name"] = encode_header_value(self.tool)
         headers.update(self.param_headers)
-        summary = f"#{body['id']} tools/call {self.tool} declaring {_compact(capabilities)}"
+        summary = f"#{body['id']} tools/call {self.tool} declaring {compact(capabilities)}"
         if responses is not None:
-            summary += f", inputResponses {_compact(responses)}"
+            summary += f", inputResponses {compact(responses)}"
         if state is not None:
             summary += f", requestState {state_note} ({len(state)} chars)"
         return Request(body, headers, summary)
@@ -232,7 +232,7 @@ def _refuse_unusable(response: Response, method: str, *, first_contact: bool) ->
             "askback check probes 2026-07-28 servers only"
         )
     if response.message is None:
-        seen = f": {_clip(response.text, 120)}" if response.text else ""
+        seen = f": {clip(response.text, 120)}" if response.text else ""
         raise ProbeError(
             f"{method} got HTTP {response.status} without a JSON-RPC response{seen}. Is this the MCP endpoint (it "
             "usually ends in /mcp), and does the server speak 2026-07-28?"

@@ -14,11 +14,11 @@ from askback.tools.check._wire import (
     Exchange,
     Recorded,
     Response,
-    _asked,
-    _clip,
-    _compact,
-    _text_of,
+    asked_keys_of,
+    clip,
+    compact,
     describe,
+    text_of,
 )
 
 CHECKS = (
@@ -113,7 +113,7 @@ def evaluate(recorded: Recorded) -> tuple[Check, ...]:
 
 
 def _evidence(*exchanges: Exchange | None) -> tuple[Evidence, ...]:
-    return tuple(Evidence(_clip(x.request.summary), _clip(describe(x.response))) for x in exchanges if x is not None)
+    return tuple(Evidence(clip(x.request.summary), clip(describe(x.response))) for x in exchanges if x is not None)
 
 
 def _no_questions(recorded: Recorded) -> str | None:
@@ -215,15 +215,15 @@ def _missing_capability(recorded: Recorded) -> Check:
             wrong.append("data.requiredCapabilities is not an object naming elicitation")
         if wrong:
             return Check(name, "fail", rules, "-32021, but " + " and ".join(wrong), evidence)
-        return Check(name, "pass", rules, f"-32021, HTTP 400, requiredCapabilities {_compact(required)}", evidence)
+        return Check(name, "pass", rules, f"-32021, HTTP 400, requiredCapabilities {compact(required)}", evidence)
     if response.error is not None:
         return Check(name, "fail", rules, f"error {response.error_code}, where R15 wants -32021", evidence)
     if response.input_requests:
-        asked = _asked(response)
+        asked = asked_keys_of(response)
         return Check(name, "fail", rules, f"asked {asked} of a request that declared no capabilities", evidence)
     result = response.result or {}
     if result.get("isError") is True:
-        text = _text_of(result)
+        text = text_of(result)
         arguments = _argument_names(recorded)
         named = [a for a in arguments if re.search(rf"\b{re.escape(a)}\b", text)]
         if named or (not arguments and re.search(r"\bargument\b", text, re.IGNORECASE)):
@@ -271,7 +271,7 @@ def _completes(recorded: Recorded, branch: Branch | None, name: str, action: str
         return Check(name, "fail", rules, f"a {action} was answered with another round of questions", evidence)
     result = response.result or {}
     is_error = result.get("isError") is True
-    text = _clip(_text_of(result), 100)
+    text = clip(text_of(result), 100)
     return Check(name, "pass", rules, f"complete (isError: {str(is_error).lower()}): {text!r}", evidence)
 
 

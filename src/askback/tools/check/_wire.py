@@ -144,23 +144,23 @@ def describe(response: Response) -> str:
     elif (error := response.error) is not None:
         parts.append(f"error {error.get('code')} {json.dumps(error.get('message'))}")
         if error.get("data") is not None:
-            parts.append(f"data {_compact(error.get('data'))}")
+            parts.append(f"data {compact(error.get('data'))}")
     elif (result := response.result) is not None:
         parts.append(f"resultType {response.result_type}" if "resultType" in result else "a result without resultType")
         if response.input_requests:
-            parts.append(f"inputRequests {_asked(response)}")
+            parts.append(f"inputRequests {asked_keys_of(response)}")
         if response.request_state is not None:
             parts.append(f"requestState ({len(response.request_state)} chars)")
         if "isError" in result:
             parts.append(f"isError {json.dumps(result.get('isError'))}")
-        if text := _text_of(result):
-            parts.append(f"text {json.dumps(_clip(text, 100))}")
+        if text := text_of(result):
+            parts.append(f"text {json.dumps(clip(text, 100))}")
     else:
-        parts.append(f"message {_compact(response.message)}")
+        parts.append(f"message {compact(response.message)}")
     return ", ".join(parts)
 
 
-def _asked(response: Response) -> str:
+def asked_keys_of(response: Response) -> str:
     """`key (mode)` for each elicitation of an input_required result, `key (method)` for other input requests."""
     modes = response.elicitations()
     return ", ".join(
@@ -168,17 +168,17 @@ def _asked(response: Response) -> str:
     )
 
 
-def _text_of(result: Mapping[str, Any]) -> str:
+def text_of(result: Mapping[str, Any]) -> str:
     content = result.get("content")
     if not isinstance(content, list):
         return ""
     return " ".join(str(c.get("text", "")) for c in content if isinstance(c, Mapping) and c.get("type") == "text")
 
 
-def _compact(value: Any) -> str:
+def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=False, default=str)
 
 
-def _clip(text: str, limit: int = _CLIP) -> str:
+def clip(text: str, limit: int = _CLIP) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -8,35 +8,35 @@ from collections.abc import Sequence
 
 from askback.core.secret_words import looks_secret
 from askback.tools.lint._patterns import (
-    _COMPLETE_CALLS,
-    _COMPLETE_METHOD,
-    _COMPLETE_TYPES,
-    _ELICITATION_IDS,
-    _FORM_CALLS,
-    _SCHEMA_KEYS,
-    _STATE_KEYS,
-    _URL_REQUIRED_CODE,
-    _URL_REQUIRED_NAMES,
-    _asks,
-    _Field,
-    _in_memory_names,
-    _is_push,
-    _is_write,
-    _Located,
-    _mentions_flow_type,
-    _model_fields,
-    _name_of,
-    _own_nodes,
-    _pydantic_models,
-    _schema_fields,
-    _secret_for_state,
-    _show,
-    _str,
+    COMPLETE_CALLS,
+    COMPLETE_METHOD,
+    COMPLETE_TYPES,
+    ELICITATION_IDS,
+    FORM_CALLS,
+    SCHEMA_KEYS,
+    STATE_KEYS,
+    URL_REQUIRED_CODE,
+    URL_REQUIRED_NAMES,
+    Located,
+    SchemaField,
+    call_asks,
+    in_memory_names,
+    is_push,
+    is_write,
+    literal_str,
+    mentions_flow_type,
+    model_fields,
+    name_of,
+    own_nodes,
+    pydantic_models,
+    schema_fields,
+    secret_for_state,
+    show,
 )
 from askback.tools.lint._rules import RULES, Finding
 
 
-class _Checker:
+class Checker:
     """Runs every rule over one parsed module and collects raw findings (noqa and selection come later)."""
 
     def __init__(self, tree: ast.Module, lines: Sequence[str], path: str) -> None:
@@ -50,7 +50,7 @@ class _Checker:
             for node in ast.walk(tree)
             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         }
-        self.models = _pydantic_models(tree)
+        self.models = pydantic_models(tree)
 
     def run(self) -> list[Finding]:
         for node in ast.walk(self.tree):
@@ -76,11 +76,11 @@ class _Checker:
                 self._writes_before_asking(node)
         return self.findings
 
-    def _add(self, node: _Located, code: str, message: str) -> None:
+    def _add(self, node: Located, code: str, message: str) -> None:
         line, col = self._position(node)
         self.findings.append(Finding(self.path, line, col, code, message, RULES[code].hint))
 
-    def _position(self, node: _Located) -> tuple[int, int]:
+    def _position(self, node: Located) -> tuple[int, int]:
         if isinstance(node, ast.Attribute) and node.end_lineno is not None and node.end_col_offset is not None:
             # Point at the attribute itself, not at the start of `a.b.c`.
             line, offset = node.end_lineno, node.end_col_offset - len(node.attr.encode())
@@ -92,22 +92,22 @@ class _Checker:
 
     # ABK101, ABK102 (calls), ABK107 (forms asked through a call)
     def _call(self, call: ast.Call) -> None:
-        name = _name_of(call.func)
-        push = _is_push(call)
+        name = name_of(call.func)
+        push = is_push(call)
         if push:
             self._add(
                 call,
                 "ABK101",
-                f"{_show(call.func)}(...) pushes elicitation/create to the client and waits; a 2026-07-28 server "
+                f"{show(call.func)}(...) pushes elicitation/create to the client and waits; a 2026-07-28 server "
                 "cannot send requests (R8)",
             )
-        if name in _COMPLETE_CALLS:
+        if name in COMPLETE_CALLS:
             self._add(
                 call,
                 "ABK102",
-                f"{_show(call.func)}(...) sends {_COMPLETE_METHOD}, removed in 2026-07-28 (R22)",
+                f"{show(call.func)}(...) sends {COMPLETE_METHOD}, removed in 2026-07-28 (R22)",
             )
-        if push or name in _FORM_CALLS:
+        if push or name in FORM_CALLS:
             for value in [*call.args, *(kw.value for kw in call.keywords)]:
                 if isinstance(value, ast.Name) and value.id in self.models:
                     self._model_form(value.id)
@@ -118,20 +118,20 @@ class _Checker:
     def _constant(self, node: ast.Constant) -> None:
         if not isinstance(node.value, str) or id(node) in self.prose:
             return
-        if _COMPLETE_METHOD in node.value:
-            self._add(node, "ABK102", f"{_COMPLETE_METHOD} was removed in 2026-07-28; it will never arrive (R22)")
-        if node.value in _ELICITATION_IDS:
+        if COMPLETE_METHOD in node.value:
+            self._add(node, "ABK102", f"{COMPLETE_METHOD} was removed in 2026-07-28; it will never arrive (R22)")
+        if node.value in ELICITATION_IDS:
             self._add(
                 node, "ABK103", f"{node.value!r} belongs to 2025-11-25 URL elicitation, removed in 2026-07-28 (R22)"
             )
 
     # ABK102 (notification types), ABK103 (the id as a name), ABK104 (the error by name)
-    def _name(self, name: str, node: _Located) -> None:
-        if name in _COMPLETE_TYPES:
-            self._add(node, "ABK102", f"{name} is {_COMPLETE_METHOD}, removed in 2026-07-28 (R22)")
-        if name in _ELICITATION_IDS:
+    def _name(self, name: str, node: Located) -> None:
+        if name in COMPLETE_TYPES:
+            self._add(node, "ABK102", f"{name} is {COMPLETE_METHOD}, removed in 2026-07-28 (R22)")
+        if name in ELICITATION_IDS:
             self._add(node, "ABK103", f"{name} belongs to 2025-11-25 URL elicitation, removed in 2026-07-28 (R22)")
-        if name in _URL_REQUIRED_NAMES:
+        if name in URL_REQUIRED_NAMES:
             self._add(
                 node,
                 "ABK104",
@@ -141,20 +141,20 @@ class _Checker:
 
     # ABK103 (the id as a keyword), ABK106 (request_state=), ABK107 (requested_schema=)
     def _keyword(self, kw: ast.keyword) -> None:
-        if kw.arg in _ELICITATION_IDS:
+        if kw.arg in ELICITATION_IDS:
             self._add(kw, "ABK103", f"{kw.arg}= belongs to 2025-11-25 URL elicitation, removed in 2026-07-28 (R22)")
-        if kw.arg in _STATE_KEYS:
+        if kw.arg in STATE_KEYS:
             self._state_value(kw.arg, kw.value)
-        if kw.arg in _SCHEMA_KEYS and isinstance(kw.value, ast.Dict):
+        if kw.arg in SCHEMA_KEYS and isinstance(kw.value, ast.Dict):
             self._schema_form(kw.value)
 
     # ABK106 ("requestState": ...), ABK107 ("requestedSchema": {...})
     def _dict(self, node: ast.Dict) -> None:
         for key, value in zip(node.keys, node.values, strict=True):
-            text = _str(key)
-            if text in _STATE_KEYS:
+            text = literal_str(key)
+            if text in STATE_KEYS:
                 self._state_value(text, value)
-            if text in _SCHEMA_KEYS and isinstance(value, ast.Dict):
+            if text in SCHEMA_KEYS and isinstance(value, ast.Dict):
                 self._schema_form(value)
 
     # ABK104 (-32042)
@@ -164,7 +164,7 @@ class _Checker:
             isinstance(node.op, ast.USub)
             and isinstance(operand, ast.Constant)
             and type(operand.value) is int
-            and operand.value == _URL_REQUIRED_CODE
+            and operand.value == URL_REQUIRED_CODE
         ):
             self._add(
                 node,
@@ -185,7 +185,7 @@ class _Checker:
                 text = node.value
             else:
                 continue
-            if _secret_for_state(text):
+            if secret_for_state(text):
                 mentions.append((self._position(node), node, text))
         if mentions:
             _, node, text = min(mentions, key=lambda m: m[0])
@@ -198,14 +198,14 @@ class _Checker:
 
     # ABK107
     def _model_form(self, model: str) -> None:
-        for field in _model_fields(model, self.models):
+        for field in model_fields(model, self.models):
             self._secret_field(field, f"of {model}")
 
     def _schema_form(self, schema: ast.Dict) -> None:
-        for field in _schema_fields(schema):
+        for field in schema_fields(schema):
             self._secret_field(field, "of the requested schema")
 
-    def _secret_field(self, field: _Field, where: str) -> None:
+    def _secret_field(self, field: SchemaField, where: str) -> None:
         for text in field.texts:
             if looks_secret(text):
                 because = "" if text == field.name else f" ({text!r})"
@@ -220,19 +220,19 @@ class _Checker:
     # ABK105
     def _writes_before_asking(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         params = [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
-        flows = {"flow"} | {a.arg for a in params if _mentions_flow_type(a.annotation)}
-        nodes = list(_own_nodes(func, flows))
-        asked = [node.lineno for node in nodes if isinstance(node, ast.Call | ast.Raise) and _asks(node, flows)]
+        flows = {"flow"} | {a.arg for a in params if mentions_flow_type(a.annotation)}
+        nodes = list(own_nodes(func, flows))
+        asked = [node.lineno for node in nodes if isinstance(node, ast.Call | ast.Raise) and call_asks(node, flows)]
         if not asked:
             return
         first = min(asked)
-        in_memory = _in_memory_names(params, nodes)
+        in_memory = in_memory_names(params, nodes)
         for node in nodes:
-            if isinstance(node, ast.Call) and node.lineno < first and _is_write(node, in_memory):
+            if isinstance(node, ast.Call) and node.lineno < first and is_write(node, in_memory):
                 self._add(
                     node,
                     "ABK105",
-                    f"{_show(node.func)}(...) looks like a write and runs before the first question (line {first}); "
+                    f"{show(node.func)}(...) looks like a write and runs before the first question (line {first}); "
                     "the handler reruns from the top every round, so it would run again",
                 )
 

@@ -14,25 +14,25 @@ from askback.tools.lint._rules import RULES, Finding
 _NOQA = re.compile(r"#\s*noqa(?:\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
 
 
-def _check_codes(codes: Iterable[str]) -> None:
+def check_codes(codes: Iterable[str]) -> None:
     for code in codes:
         if not any(known.startswith(code) for known in RULES):
             raise ValueError(f"unknown rule code {code!r}: the codes are {', '.join(RULES)} (or a prefix, like ABK10)")
 
 
-def _normalise(codes: AbstractSet[str] | None) -> frozenset[str] | None:
+def normalise(codes: AbstractSet[str] | None) -> frozenset[str] | None:
     if codes is None:
         return None
     upper = frozenset(c.strip().upper() for c in codes)
-    _check_codes(upper)
+    check_codes(upper)
     return upper
 
 
-def _matches(code: str, selectors: frozenset[str] | None) -> bool:
+def code_selected(code: str, selectors: frozenset[str] | None) -> bool:
     return selectors is not None and any(code.startswith(s) for s in selectors)
 
 
-def _noqa_lines(source: str) -> dict[int, frozenset[str] | None]:
+def noqa_lines(source: str) -> dict[int, frozenset[str] | None]:
     """Line -> codes a `# noqa` comment silences there (None: every code). Comments only, never strings."""
     found: dict[int, frozenset[str] | None] = {}
     try:
@@ -50,7 +50,7 @@ def _noqa_lines(source: str) -> dict[int, frozenset[str] | None]:
     return found
 
 
-def _silenced(finding: Finding, noqa: Mapping[int, frozenset[str] | None]) -> bool:
+def is_silenced(finding: Finding, noqa: Mapping[int, frozenset[str] | None]) -> bool:
     if finding.line not in noqa:
         return False
     codes = noqa[finding.line]

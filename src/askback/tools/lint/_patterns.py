@@ -14,17 +14,17 @@ from askback.core.secret_words import looks_secret
 
 _CTX_NAMES = frozenset({"ctx", "context"})
 _PUSH_METHODS = frozenset({"elicit", "elicit_url", "elicit_form"})
-_COMPLETE_METHOD = "notifications/elicitation/complete"  # noqa: ABK102
-_COMPLETE_CALLS = frozenset({"send_elicit_complete", "send_elicitation_complete"})
-_COMPLETE_TYPES = frozenset({"ElicitCompleteNotification", "ElicitCompleteNotificationParams"})
-_ELICITATION_IDS = frozenset({"elicitationId", "elicitation_id"})  # noqa: ABK103
-_URL_REQUIRED_NAMES = frozenset({"UrlElicitationRequiredError", "URL_ELICITATION_REQUIRED"})
-_URL_REQUIRED_CODE = 32042
+COMPLETE_METHOD = "notifications/elicitation/complete"  # noqa: ABK102
+COMPLETE_CALLS = frozenset({"send_elicit_complete", "send_elicitation_complete"})
+COMPLETE_TYPES = frozenset({"ElicitCompleteNotification", "ElicitCompleteNotificationParams"})
+ELICITATION_IDS = frozenset({"elicitationId", "elicitation_id"})  # noqa: ABK103
+URL_REQUIRED_NAMES = frozenset({"UrlElicitationRequiredError", "URL_ELICITATION_REQUIRED"})
+URL_REQUIRED_CODE = 32042
 _FLOW_ASKS = frozenset({"ask", "ask_all", "link", "outcome"})
 _INPUT_REQUIRED = frozenset({"InputRequiredError", "InputRequiredResult"})
-_FORM_CALLS = frozenset({"Elicit", "Form"})
-_STATE_KEYS = frozenset({"request_state", "requestState"})
-_SCHEMA_KEYS = frozenset({"requested_schema", "requestedSchema"})
+FORM_CALLS = frozenset({"Elicit", "Form"})
+STATE_KEYS = frozenset({"request_state", "requestState"})
+SCHEMA_KEYS = frozenset({"requested_schema", "requestedSchema"})
 
 # fmt: off
 # The first word of a call's name decides (`delete_project`, `createUser`, `session.commit`); `run_migration` is
@@ -49,7 +49,7 @@ _STATE_SECRET_WORDS = frozenset({
 # fmt: on
 
 
-_Located = ast.expr | ast.stmt | ast.arg | ast.keyword | ast.alias
+Located = ast.expr | ast.stmt | ast.arg | ast.keyword | ast.alias
 
 
 # --- names -----------------------------------------------------------------------------------------------------
@@ -62,52 +62,52 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
 
 
-def _name_of(node: ast.expr) -> str | None:
+def name_of(node: ast.expr) -> str | None:
     """The last name in an expression: `f` for `f`, `delete` for `a.b.delete`; `get_context()` counts as
     `context`."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
         return node.attr
-    if isinstance(node, ast.Call) and _name_of(node.func) == "get_context":
+    if isinstance(node, ast.Call) and name_of(node.func) == "get_context":
         return "context"
     return None
 
 
-def _show(node: ast.expr, limit: int = 60) -> str:
+def show(node: ast.expr, limit: int = 60) -> str:
     text = ast.unparse(node)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _is_push(call: ast.Call) -> bool:
+def is_push(call: ast.Call) -> bool:
     func = call.func
     if not isinstance(func, ast.Attribute):
         return False
-    receiver = _name_of(func.value)
+    receiver = name_of(func.value)
     if receiver == "session":  # `session.elicit*`, `ctx.session.elicit*`, `ctx.request_context.session.elicit*`
         return func.attr.startswith("elicit")
     return receiver in _CTX_NAMES and func.attr in _PUSH_METHODS
 
 
-def _secret_for_state(text: str) -> bool:
+def secret_for_state(text: str) -> bool:
     words = _words(text)
     return any(w in _STATE_SECRET_WORDS for w in words) or looks_secret(text)
 
 
-def _str(node: ast.expr | None) -> str | None:
+def literal_str(node: ast.expr | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
 
 
-def _mentions_flow_type(annotation: ast.expr | None) -> bool:
+def mentions_flow_type(annotation: ast.expr | None) -> bool:
     """`flow: Flow`, `f: askback.Flow`, `f: "Flow"`: a parameter that is a flow, whatever it is called."""
     if annotation is None:
         return False
     for node in ast.walk(annotation):
-        if isinstance(node, ast.Name | ast.Attribute) and _name_of(node) == "Flow":
+        if isinstance(node, ast.Name | ast.Attribute) and name_of(node) == "Flow":
             return True
-        text = _str(node) if isinstance(node, ast.expr) else None
+        text = literal_str(node) if isinstance(node, ast.expr) else None
         if text is not None and re.search(r"\bFlow\b", text):
             return True
     return False
@@ -117,12 +117,12 @@ def _root_name(annotation: ast.expr | None) -> str | None:
     """`dict` for `dict[str, int]`, `defaultdict` for `collections.defaultdict[...]`."""
     while isinstance(annotation, ast.Subscript):
         annotation = annotation.value
-    return _name_of(annotation) if annotation is not None else None
+    return name_of(annotation) if annotation is not None else None
 
 
 @dataclass(frozen=True)
-class _Field:
-    node: _Located
+class SchemaField:
+    node: Located
     name: str
     texts: tuple[str, ...]
 
@@ -130,7 +130,7 @@ class _Field:
 # --- ABK105 helpers --------------------------------------------------------------------------------------------
 
 
-def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef, flows: AbstractSet[str]) -> Iterator[ast.AST]:
+def own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef, flows: AbstractSet[str]) -> Iterator[ast.AST]:
     """The nodes of the function's body that run when it runs: not nested functions, lambdas or classes (they run
     when called, and are checked on their own), and not the arguments of `flow.once(...)`."""
     stack: list[ast.AST] = list(reversed(func.body))
@@ -151,22 +151,22 @@ def _is_once(node: ast.AST, flows: AbstractSet[str]) -> bool:
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "once"
-        and _name_of(node.func.value) in flows
+        and name_of(node.func.value) in flows
     )
 
 
-def _asks(node: ast.Call | ast.Raise, flows: AbstractSet[str]) -> bool:
+def call_asks(node: ast.Call | ast.Raise, flows: AbstractSet[str]) -> bool:
     if isinstance(node, ast.Call):
         func = node.func
-        if _is_push(node) or _name_of(func) in _INPUT_REQUIRED:
+        if is_push(node) or name_of(func) in _INPUT_REQUIRED:
             return True
-        return isinstance(func, ast.Attribute) and func.attr in _FLOW_ASKS and _name_of(func.value) in flows
+        return isinstance(func, ast.Attribute) and func.attr in _FLOW_ASKS and name_of(func.value) in flows
     if isinstance(node, ast.Raise) and node.exc is not None:
-        return _name_of(node.exc) in _INPUT_REQUIRED
+        return name_of(node.exc) in _INPUT_REQUIRED
     return False
 
 
-def _in_memory_names(params: Sequence[ast.arg], nodes: Sequence[ast.AST]) -> set[str]:
+def in_memory_names(params: Sequence[ast.arg], nodes: Sequence[ast.AST]) -> set[str]:
     names = {a.arg for a in params if _root_name(a.annotation) in _IN_MEMORY}
     for node in nodes:
         if isinstance(node, ast.Assign):
@@ -184,17 +184,17 @@ def _builds_in_memory(value: ast.expr) -> bool:
     if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp):
         return True
     if isinstance(value, ast.Call):
-        name = _name_of(value.func)
+        name = name_of(value.func)
         if name in _IN_MEMORY:
             return True
         # hashlib.new(...) / hmac.new(...)
         func = value.func
-        return isinstance(func, ast.Attribute) and func.attr == "new" and _name_of(func.value) in {"hashlib", "hmac"}
+        return isinstance(func, ast.Attribute) and func.attr == "new" and name_of(func.value) in {"hashlib", "hmac"}
     return False
 
 
-def _is_write(call: ast.Call, in_memory: AbstractSet[str]) -> bool:
-    name = _name_of(call.func)
+def is_write(call: ast.Call, in_memory: AbstractSet[str]) -> bool:
+    name = name_of(call.func)
     if name is None:
         return False
     words = _words(name)
@@ -206,7 +206,7 @@ def _is_write(call: ast.Call, in_memory: AbstractSet[str]) -> bool:
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in in_memory:
         return False
     if words[0] == "execute" and call.args:
-        sql = _str(call.args[0])
+        sql = literal_str(call.args[0])
         if sql is not None and sql.lstrip().split(None, 1)[:1] in (["SELECT"], ["select"]):
             return False
     return True
@@ -215,7 +215,7 @@ def _is_write(call: ast.Call, in_memory: AbstractSet[str]) -> bool:
 # --- ABK107 helpers --------------------------------------------------------------------------------------------
 
 
-def _pydantic_models(tree: ast.Module) -> dict[str, ast.ClassDef]:
+def pydantic_models(tree: ast.Module) -> dict[str, ast.ClassDef]:
     """Classes of this file that derive from `BaseModel`, directly or through another model of this file."""
     classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
     models: dict[str, ast.ClassDef] = {}
@@ -225,21 +225,23 @@ def _pydantic_models(tree: ast.Module) -> dict[str, ast.ClassDef]:
         for name, node in classes.items():
             if name in models:
                 continue
-            bases = {_name_of(b) for b in node.bases}
+            bases = {name_of(b) for b in node.bases}
             if "BaseModel" in bases or bases & models.keys():
                 models[name] = node
                 changed = True
     return models
 
 
-def _model_fields(name: str, models: Mapping[str, ast.ClassDef], seen: frozenset[str] = frozenset()) -> list[_Field]:
+def model_fields(
+    name: str, models: Mapping[str, ast.ClassDef], seen: frozenset[str] = frozenset()
+) -> list[SchemaField]:
     node = models[name]
-    fields: list[_Field] = []
+    fields: list[SchemaField] = []
     for base in node.bases:
-        base_name = _name_of(base)
+        base_name = name_of(base)
         if base_name in models and base_name not in seen:
             assert base_name is not None
-            fields.extend(_model_fields(base_name, models, seen | {name}))
+            fields.extend(model_fields(base_name, models, seen | {name}))
     for stmt in node.body:
         if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
             continue
@@ -251,21 +253,23 @@ def _model_fields(name: str, models: Mapping[str, ast.ClassDef], seen: frozenset
             if part is None:
                 continue
             for call in ast.walk(part):
-                if isinstance(call, ast.Call) and _name_of(call.func) == "Field":
+                if isinstance(call, ast.Call) and name_of(call.func) == "Field":
                     texts.extend(
-                        text for kw in call.keywords if kw.arg in ("title", "description") and (text := _str(kw.value))
+                        text
+                        for kw in call.keywords
+                        if kw.arg in ("title", "description") and (text := literal_str(kw.value))
                     )
-        fields.append(_Field(stmt.target, field, tuple(texts)))
+        fields.append(SchemaField(stmt.target, field, tuple(texts)))
     return fields
 
 
-def _schema_fields(schema: ast.Dict) -> list[_Field]:
-    fields: list[_Field] = []
+def schema_fields(schema: ast.Dict) -> list[SchemaField]:
+    fields: list[SchemaField] = []
     for key, value in zip(schema.keys, schema.values, strict=True):
-        if _str(key) != "properties" or not isinstance(value, ast.Dict):
+        if literal_str(key) != "properties" or not isinstance(value, ast.Dict):
             continue
         for prop_key, prop in zip(value.keys, value.values, strict=True):
-            name = _str(prop_key)
+            name = literal_str(prop_key)
             if name is None or prop_key is None:
                 continue
             texts = [name]
@@ -273,7 +277,7 @@ def _schema_fields(schema: ast.Dict) -> list[_Field]:
                 texts.extend(
                     text
                     for k, v in zip(prop.keys, prop.values, strict=True)
-                    if _str(k) in ("title", "description") and (text := _str(v))
+                    if literal_str(k) in ("title", "description") and (text := literal_str(v))
                 )
-            fields.append(_Field(prop_key, name, tuple(texts)))
+            fields.append(SchemaField(prop_key, name, tuple(texts)))
     return fields

@@ -92,4 +92,4 @@ RULES: Mapping[str, Rule] = MappingProxyType(
     }
 )
 
-_SYNTAX = "ABK100"
+SYNTAX = "ABK100"

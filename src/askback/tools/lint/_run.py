@@ -13,9 +13,9 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from askback.tools.lint._checker import _Checker
-from askback.tools.lint._noqa import _check_codes, _matches, _noqa_lines, _normalise, _silenced
-from askback.tools.lint._rules import _SYNTAX, RULES, Finding
+from askback.tools.lint._checker import Checker
+from askback.tools.lint._noqa import check_codes, code_selected, is_silenced, noqa_lines, normalise
+from askback.tools.lint._rules import RULES, SYNTAX, Finding
 
 _SKIP_DIRS = frozenset({".venv", ".git", "__pycache__", "node_modules"})
 
@@ -24,7 +24,7 @@ def parse_codes(text: str) -> set[str]:
     """Codes from a comma- or space-separated list, upper-cased. A prefix such as `ABK10` stands for every code it
     starts. Raises `ValueError` naming an entry that matches no rule."""
     codes = {part.upper() for part in re.split(r"[\s,]+", text) if part}
-    _check_codes(codes)
+    check_codes(codes)
     return codes
 
 
@@ -41,8 +41,8 @@ def lint_source(
     not parse gives a single ABK100, whatever `select` says, because none of the selected rules could run; only
     `ignore` drops it. Raises `ValueError` for a `select`/`ignore` entry that matches no rule.
     """
-    chosen = _normalise(select)
-    dropped = _normalise(ignore)
+    chosen = normalise(select)
+    dropped = normalise(ignore)
     try:
         with warnings.catch_warnings():
             # Invalid escape sequences and the like are the interpreter's business, not the linter's.
@@ -50,17 +50,17 @@ def lint_source(
             tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
         found = [_unparsed(filename, exc.lineno, exc.offset, f"could not parse the file: {exc.msg}")]
-        return [f for f in found if not _matches(f.code, dropped)]
+        return [f for f in found if not code_selected(f.code, dropped)]
     except ValueError as exc:  # source with NUL bytes
         found = [_unparsed(filename, 1, 1, f"could not parse the file: {exc}")]
-        return [f for f in found if not _matches(f.code, dropped)]
-    raw = _Checker(tree, _split_lines(source), filename).run()
-    noqa = _noqa_lines(source)
+        return [f for f in found if not code_selected(f.code, dropped)]
+    raw = Checker(tree, _split_lines(source), filename).run()
+    noqa = noqa_lines(source)
     kept: dict[tuple[int, str], Finding] = {}
     for finding in sorted(raw):
-        if chosen is not None and not _matches(finding.code, chosen):
+        if chosen is not None and not code_selected(finding.code, chosen):
             continue
-        if _matches(finding.code, dropped) or _silenced(finding, noqa):
+        if code_selected(finding.code, dropped) or is_silenced(finding, noqa):
             continue
         # One finding per rule per line: `f(elicitation_id=elicitation_id)` is one thing to fix, not two.
         kept.setdefault((finding.line, finding.code), finding)
@@ -75,8 +75,8 @@ def lint_paths(
     """Lint files and directories (directories recursively: `*.py`, skipping .venv, .git, __pycache__ and
     node_modules). A file that cannot be read or parsed gives an ABK100 finding. Raises `FileNotFoundError` for a
     path that does not exist (before linting anything) and `ValueError` for an unknown code."""
-    _normalise(select)
-    _normalise(ignore)
+    normalise(select)
+    normalise(ignore)
     if isinstance(paths, str | os.PathLike):
         paths = [paths]  # one path, not the characters of one path
     roots = [Path(p) for p in paths]
@@ -116,12 +116,12 @@ def _lint_file(file: Path, select: AbstractSet[str] | None, ignore: AbstractSet[
     except (SyntaxError, UnicodeDecodeError, OSError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         found = [_unparsed(str(file), 1, 1, f"could not read the file: {reason}")]
-        return [f for f in found if not _matches(f.code, _normalise(ignore))]
+        return [f for f in found if not code_selected(f.code, normalise(ignore))]
     return lint_source(source, str(file), select=select, ignore=ignore)
 
 
 def _unparsed(path: str, line: int | None, col: int | None, message: str) -> Finding:
-    return Finding(path, line or 1, max(col or 1, 1), _SYNTAX, message, RULES[_SYNTAX].hint)
+    return Finding(path, line or 1, max(col or 1, 1), SYNTAX, message, RULES[SYNTAX].hint)
 
 
 def _split_lines(source: str) -> list[str]:
