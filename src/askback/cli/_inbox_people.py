@@ -28,7 +28,7 @@ def check_reachable(host: str, *, signs_in: bool, behind_proxy: bool) -> None:
     reach: `--user` makes everyone who reaches it that person, and `--user-header` trusts a header anyone can send,
     unless `behind_proxy` says only a proxy that signs people in reaches it."""
     from askback.cli.output import UsageError
-    from askback.core.questions import is_loopback
+    from askback.core.addresses import is_loopback
 
     if behind_proxy and signs_in:
         raise UsageError("--behind-signing-in-proxy goes with --user or --user-header, not with --auth-issuer")

@@ -45,7 +45,7 @@ from askback.terminal_text import for_terminal, shorten
 if TYPE_CHECKING:
     from askback.runtime import ParkedQuestion, Runtime
     from askback.runtime.calls import Outcome, Pending
-    from askback.runtime.questions import Link
+    from askback.runtime.questions import CheckedLink
 
 __all__ = ["register"]
 
@@ -176,13 +176,13 @@ def inbox_show(
         typer.echo(f"  round {r['round']}: asked {when(r['asked_at'])}, answered {when(r['sent_at'])}")
 
 
-def _checked_link(q: ParkedQuestion, development: bool) -> Link | UnsafeLinkError:
-    """A URL question's link as a browser reads it (`check_link`, as every renderer reads it), or why it is not shown
+def _checked_link(q: ParkedQuestion, development: bool) -> CheckedLink | UnsafeLinkError:
+    """A URL question's link as a browser reads it (`checked_link`, as every renderer reads it), or why it is not shown
     as a link."""
-    from askback.runtime.questions import check_link
+    from askback.runtime.questions import checked_link
 
     try:
-        return check_link(q.url or "", development=development)
+        return checked_link(q.url or "", development=development)
     except UnsafeLinkError as exc:
         return exc
 

@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
-from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from askback.core import addresses
 from askback.core._answer_types import type_problems
 from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
@@ -40,7 +40,6 @@ __all__ = [
     "Link",
     "Question",
     "connect_key",
-    "is_loopback",
 ]
 
 T = TypeVar("T")
@@ -381,9 +380,6 @@ class Choice(_FormBase[Any]):
         return getattr(self._validate(content), self.field)
 
 
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
-
-
 _PLAIN_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
 
@@ -402,30 +398,11 @@ def connect_key(connection: str, label: str = "") -> str:
     return "connect." + named
 
 
-def is_loopback(host: str | None) -> bool:
-    """Whether `host` is this machine: a loopback name (any case) or address (an IPv6 one bare or in a URL's
-    brackets, an IPv4 one mapped into IPv6 too). The one test of "only this machine reaches it" (plain http for
-    development, a server or an inbox served without sign-in); an unspecified address (0.0.0.0, ::) is not one."""
-    if not host:
-        return False
-    name = host.lower()
-    if name in _LOOPBACK_NAMES:
-        return True
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
 def check_link(url: str, *, key: str = "link") -> str:
     """Refuse links the spec forbids: not https (plain http only on loopback), credentials in userinfo or query."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
+    if (parts.scheme == "https" and host) or (parts.scheme == "http" and addresses.is_loopback(host)):
         pass
     else:
         raise DefinitionError(
@@ -475,3 +452,13 @@ class Link(Question[None]):
 
     def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> None:
         return None
+
+
+_RENAMED = {"is_loopback": "askback.core.addresses.is_loopback"}
+
+if not TYPE_CHECKING:  # old names are for code not yet moved to the new ones, never for askback's own
+
+    def __getattr__(name: str) -> Any:
+        from askback._face import renamed
+
+        return renamed(__name__, _RENAMED, name, globals())

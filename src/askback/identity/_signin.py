@@ -42,8 +42,8 @@ from starlette.routing import Route
 
 from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
+from askback.core.addresses import is_loopback
 from askback.core.caller import principal_of
-from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity import schema

@@ -10,39 +10,52 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from askback.core.addresses import is_loopback
 from askback.errors import DefinitionError
 
 if TYPE_CHECKING:
     import httpx
 
+__all__ = [
+    "CONNECTION_NAME",
+    "CONNECTION_NAME_RULE",
+    "check_name",
+    "checked_authorize_params",
+    "checked_origins",
+    "checked_scopes",
+    "origin",
+    "url_problem",
+]
+
 
 # Connection names appear in URLs (callbacks, links) and in the file as table names.
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+CONNECTION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 # RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ).
 _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # What the authorization request itself sets; `authorize_params` may not replace any of them.
 _RESERVED_AUTHORIZE = frozenset(
     {"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method"}
 )
 
 
-_NAME_RULE = "a connection name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit."
+CONNECTION_NAME_RULE = (
+    "a connection name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit."
+)
 
 
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise DefinitionError(f"Connection name {name!r} is not valid: {_NAME_RULE}")
+def check_name(name: object) -> None:
+    if not isinstance(name, str) or not CONNECTION_NAME.fullmatch(name):
+        raise DefinitionError(f"Connection name {name!r} is not valid: {CONNECTION_NAME_RULE}")
 
 
-def _url_problem(url: object, *, issuer: bool = False) -> str | None:
+def url_problem(url: object, *, issuer: bool = False) -> str | None:
     """Why `url` cannot be an endpoint (https, or http on loopback; no fragment; an issuer has no query either)."""
     if not isinstance(url, str) or not url or any(c.isspace() for c in url):
         return "is not a URL"
     parts = urlsplit(url)
-    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         return f"{url!r} must use https (plain http is accepted on loopback only)"
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return f"{url!r} is not an absolute https URL"
@@ -99,7 +112,7 @@ def _origin_problem(value: object) -> str | None:
         return f"{value!r} {example}"
     if scheme not in ("https", "http"):
         return f"{value!r} is not an https origin"
-    if scheme == "http" and host not in _LOOPBACK:
+    if scheme == "http" and not is_loopback(host):
         return f"{value!r} must use https (plain http is accepted on loopback only)"
     if not _HOST.fullmatch(host) and not _is_ip(host):
         return f"{value!r} does not name one host (no wildcards: list each host)"
@@ -116,7 +129,7 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def _origins(origins: object, what: str) -> tuple[str, ...]:
+def checked_origins(origins: object, what: str) -> tuple[str, ...]:
     if isinstance(origins, str):
         raise DefinitionError(f"{what}: origins is a single string; give a list, such as [{origins!r}].")
     if not isinstance(origins, Iterable):
@@ -131,7 +144,7 @@ def _origins(origins: object, what: str) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _scopes(scopes: object, what: str, separator: str) -> tuple[str, ...]:
+def checked_scopes(scopes: object, what: str, separator: str) -> tuple[str, ...]:
     if isinstance(scopes, str):
         raise DefinitionError(f"{what}: scopes is a single string; give a list, such as [{scopes!r}].")
     if not isinstance(scopes, Iterable):
@@ -143,7 +156,7 @@ def _scopes(scopes: object, what: str, separator: str) -> tuple[str, ...]:
     return result
 
 
-def _authorize_params(params: object, what: str) -> Mapping[str, str]:
+def checked_authorize_params(params: object, what: str) -> Mapping[str, str]:
     if not isinstance(params, Mapping):
         raise DefinitionError(f"{what}: authorize_params must be a mapping of strings to strings.")
     copied: dict[str, str] = {}

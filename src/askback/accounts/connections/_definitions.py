@@ -12,7 +12,13 @@ from typing import Literal, TypeAlias
 
 from pydantic import SecretStr
 
-from askback.accounts.connections._checks import _authorize_params, _check_name, _origins, _scopes, _url_problem
+from askback.accounts.connections._checks import (
+    check_name,
+    checked_authorize_params,
+    checked_origins,
+    checked_scopes,
+    url_problem,
+)
 from askback.errors import ConfigurationError, DefinitionError
 
 TokenAuthMethod: TypeAlias = Literal["client_secret_basic", "client_secret_post"]
@@ -48,7 +54,7 @@ class OAuthConnection:
     origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        check_name(self.name)
         what = f"OAuth connection {self.name!r}"
         if not isinstance(self.client_id, str) or not self.client_id.strip():
             raise DefinitionError(f"{what} has no client_id; give the client id the provider issued for this app.")
@@ -61,9 +67,9 @@ class OAuthConnection:
                 f"{what} has no client_secret; pass the provider's client secret (from the environment: "
                 "`secret_from_env(NAME)`)."
             )
-        object.__setattr__(self, "scopes", _scopes(self.scopes, what, self.scope_separator))
-        object.__setattr__(self, "authorize_params", _authorize_params(self.authorize_params, what))
-        object.__setattr__(self, "origins", _origins(self.origins, what))
+        object.__setattr__(self, "scopes", checked_scopes(self.scopes, what, self.scope_separator))
+        object.__setattr__(self, "authorize_params", checked_authorize_params(self.authorize_params, what))
+        object.__setattr__(self, "origins", checked_origins(self.origins, what))
         if self.token_auth_method not in ("client_secret_basic", "client_secret_post"):
             raise DefinitionError(
                 f"{what}: token_auth_method is {self.token_auth_method!r}; use 'client_secret_basic' or "
@@ -73,9 +79,9 @@ class OAuthConnection:
             raise DefinitionError(f"{what}: scope_separator must be ' ' (RFC 6749) or ',' (Slack).")
         for key in ("authorize_url", "token_url", "revocation_url"):
             url = getattr(self, key)
-            if url is not None and (problem := _url_problem(url)):
+            if url is not None and (problem := url_problem(url)):
                 raise DefinitionError(f"{what}: {key} {problem}.")
-        if self.issuer is not None and (problem := _url_problem(self.issuer, issuer=True)):
+        if self.issuer is not None and (problem := url_problem(self.issuer, issuer=True)):
             raise DefinitionError(f"{what}: issuer {problem}.")
         if (self.authorize_url is None or self.token_url is None) and self.issuer is None:
             raise DefinitionError(
@@ -97,7 +103,7 @@ class KeyCheck:
     expected_status: int = 200
 
     def __post_init__(self) -> None:
-        if problem := _url_problem(self.url):
+        if problem := url_problem(self.url):
             raise DefinitionError(f"KeyCheck url {problem}.")
         if not 100 <= self.expected_status <= 599:
             raise DefinitionError(f"KeyCheck expected_status {self.expected_status} is not an HTTP status.")
@@ -121,9 +127,9 @@ class ApiKeyConnection:
     origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        check_name(self.name)
         what = f"API key connection {self.name!r}"
-        object.__setattr__(self, "origins", _origins(self.origins, what))
+        object.__setattr__(self, "origins", checked_origins(self.origins, what))
         if not isinstance(self.label, str) or not self.label.strip():
             raise DefinitionError(f"{what} has an empty label; name the key as the person will see it.")
         if self.header is not None and not _TOKEN.fullmatch(self.header):

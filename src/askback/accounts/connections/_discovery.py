@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from askback import oauth_metadata
-from askback.accounts.connections._checks import _url_problem, origin
+from askback.accounts.connections._checks import origin, url_problem
 from askback.accounts.connections._definitions import Connection, Connections, OAuthConnection
 from askback.errors import ConfigurationError
 from askback.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, names_issuer
@@ -43,7 +43,7 @@ def metadata_urls(issuer: str) -> tuple[str, ...]:
 
 
 def _checked_issuer(issuer: str) -> str:
-    if problem := _url_problem(issuer, issuer=True):
+    if problem := url_problem(issuer, issuer=True):
         raise ConfigurationError(f"The issuer {problem}.")
     return issuer
 
@@ -70,14 +70,14 @@ def parse_metadata(issuer: str, document: object, *, source: str) -> ProviderMet
                 f"{here} has no {key}; askback needs it for the authorization code flow. Set authorize_url and "
                 "token_url on the connection instead of discovering them."
             )
-        if problem := _url_problem(value):
+        if problem := url_problem(value):
             raise ConfigurationError(f"{here}: {key} {problem}.")
         endpoints[key] = value
     revocation = document.get("revocation_endpoint")
-    if revocation is not None and (not isinstance(revocation, str) or _url_problem(revocation)):
+    if revocation is not None and (not isinstance(revocation, str) or url_problem(revocation)):
         raise ConfigurationError(f"{here}: revocation_endpoint is not an https URL.")
     userinfo = document.get("userinfo_endpoint")
-    if userinfo is not None and (not isinstance(userinfo, str) or _url_problem(userinfo)):
+    if userinfo is not None and (not isinstance(userinfo, str) or url_problem(userinfo)):
         raise ConfigurationError(f"{here}: userinfo_endpoint is not an https URL.")
     return ProviderMetadata(
         issuer=issuer,

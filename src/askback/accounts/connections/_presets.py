@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pydantic import SecretStr
 
-from askback.accounts.connections._checks import _origins, _scopes
+from askback.accounts.connections._checks import checked_origins, checked_scopes
 from askback.accounts.connections._definitions import OAuthConnection, TokenAuthMethod
 from askback.errors import DefinitionError
 
@@ -136,12 +136,12 @@ def preset(
         authorize_url=spec.authorize_url,
         token_url=spec.token_url,
         revocation_url=spec.revocation_url,
-        scopes=spec.scopes if scopes is None else _scopes(scopes, f"{provider} preset", spec.scope_separator),
+        scopes=spec.scopes if scopes is None else checked_scopes(scopes, f"{provider} preset", spec.scope_separator),
         authorize_params={**spec.authorize_params, **(authorize_params or {})},
         token_auth_method=spec.token_auth_method,
         issuer=spec.issuer,
         scope_separator=spec.scope_separator,
-        origins=(*spec.origins, *_origins(() if origins is None else origins, f"{provider} preset")),
+        origins=(*spec.origins, *checked_origins(() if origins is None else origins, f"{provider} preset")),
     )
 
 

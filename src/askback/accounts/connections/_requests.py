@@ -18,7 +18,7 @@ from authlib.oauth2.rfc7009 import prepare_revoke_token_request  # type: ignore[
 from authlib.oauth2.rfc7636 import create_s256_code_challenge  # type: ignore[import-untyped]
 from pydantic import SecretStr
 
-from askback.accounts.connections._checks import _url_problem
+from askback.accounts.connections._checks import url_problem
 from askback.accounts.connections._definitions import ApiKeyConnection, OAuthConnection, TokenTypeHint
 from askback.errors import ConfigurationError, InvalidParamsError
 
@@ -176,7 +176,7 @@ def _endpoints(connection: OAuthConnection) -> tuple[str, str]:
 
 
 def _check_redirect_uri(redirect_uri: str) -> None:
-    if problem := _url_problem(redirect_uri):
+    if problem := url_problem(redirect_uri):
         raise ValueError(f"redirect_uri {problem}.")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from askback.accounts.connections._checks import _NAME, _NAME_RULE
+from askback.accounts.connections._checks import CONNECTION_NAME, CONNECTION_NAME_RULE
 from askback.accounts.connections._definitions import (
     ApiKeyConnection,
     Connection,
@@ -105,8 +105,8 @@ def load_connections(path: str | os.PathLike[str], *, environ: Mapping[str, str]
         where = f"{file}: [connections.{name}]"
         if not isinstance(table, dict):
             raise ConfigurationError(f"{where} must be a table of keys, not a single value.")
-        if not _NAME.fullmatch(name):
-            raise ConfigurationError(f"{where}: {_NAME_RULE}")
+        if not CONNECTION_NAME.fullmatch(name):
+            raise ConfigurationError(f"{where}: {CONNECTION_NAME_RULE}")
         try:
             built.append(_entry(name, table, env, where))
         except DefinitionError as exc:
