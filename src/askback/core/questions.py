@@ -17,16 +17,15 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from askback.core import addresses
 from askback.core._answer_types import type_problems
+from askback.core.form_schema import answer_problems, form_schema
 from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
@@ -154,58 +153,6 @@ def digest(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def _describe_errors(exc: ValidationError, schema: Mapping[str, Any]) -> str:
-    props: Mapping[str, Any] = schema.get("properties", {})
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = str(err["loc"][0]) if err["loc"] else ""
-        title = props.get(loc, {}).get("title", loc) if loc else "answer"
-        if err["type"] == "extra_forbidden":
-            continue
-        parts.append(f"{title}: {err['msg']}")
-    return "; ".join(parts) or "the answer did not match the form"
-
-
-class _FormJsonSchema(GenerateJsonSchema):
-    """Pydantic's JSON schema with `T | None` flattened to `T` and `None` defaults dropped, as the SDK's
-    `render_elicitation_schema` renders it: the spec's primitive schemas admit no `anyOf` or null type, and an
-    optional field is one left out of `required`. Built here so that defining a question loads no SDK server module
-    (which would bring the server stack with it); a test holds the two renderings equal."""
-
-    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
-        return self.generate_inner(schema["schema"])
-
-    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
-        result = super().default_schema(schema)
-        if result.get("default") is None:
-            result.pop("default", None)
-        return result
-
-
-@cache
-def _primitive_schema() -> TypeAdapter[Any]:
-    # The spec's own definition of a form field, from the wire types (the per-revision package models it strictly;
-    # its 2025-11-25 twin, which the SDK checks against, defines the same shapes).
-    from mcp_types._v2026_07_28 import PrimitiveSchemaDefinition
-
-    definition: Any = PrimitiveSchemaDefinition  # a union, which TypeAdapter's typing does not spell
-    return TypeAdapter(definition)
-
-
-def form_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The `requestedSchema` of a flat model; `TypeError` names a field that is not a primitive the spec allows
-    (nested models, bare lists, unions of several types)."""
-    schema = model.model_json_schema(schema_generator=_FormJsonSchema)
-    for name, prop in schema.get("properties", {}).items():
-        try:
-            _primitive_schema().validate_python(prop)
-        except ValidationError:
-            raise TypeError(
-                f"Elicitation schema field {name!r} rendered as {prop!r}, which is not a valid PrimitiveSchemaDefinition"
-            ) from None
-    return schema
-
-
 @dataclass(frozen=True)
 class _Built:
     """What a form question derives from its fields once: the pydantic model answers are validated with, and the
@@ -280,7 +227,7 @@ class _FormBase(Question[T]):
         try:
             return self._model.model_validate(known, strict=False)
         except ValidationError as exc:
-            raise AnswerRejected(_describe_errors(exc, self._schema)) from None
+            raise AnswerRejected(answer_problems(exc, self._schema)) from None
 
 
 @dataclass(frozen=True, kw_only=True)
