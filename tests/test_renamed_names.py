@@ -8,6 +8,7 @@ import importlib
 import pytest
 
 RENAMED = [
+    ("askback.accounts.links", "Link", "askback.accounts.links", "AuthorizationLink"),
     ("askback.core.questions", "is_loopback", "askback.core.addresses", "is_loopback"),
     ("askback.runtime.questions", "Link", "askback.runtime.questions", "CheckedLink"),
     ("askback.runtime.questions", "check_link", "askback.runtime.questions", "checked_link"),
