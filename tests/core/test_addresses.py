@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from askback.core.addresses import is_loopback
@@ -52,3 +54,14 @@ def test_every_plain_http_rule_admits_exactly_the_loopback_hosts(host: str, loop
     assert admits(lambda: checked_link(url, development=True)) is loopback
     if loopback:
         assert host_problem(host) is not None  # a webhook may not go to this machine
+
+
+def test_the_loopback_test_is_written_once() -> None:
+    src = Path(__file__).resolve().parents[2] / "src" / "askback"
+    written = [
+        path.relative_to(src).as_posix()
+        for path in src.rglob("*.py")
+        if "def is_loopback(" in path.read_text(encoding="utf-8")
+        or '{"127.0.0.1", "localhost"' in path.read_text(encoding="utf-8")
+    ]
+    assert written == ["core/addresses.py"]
