@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from askback.accounts.links import Admitted, Link, Refused, admit_opener, digest, new_token
+from askback.accounts.links import Admitted, AuthorizationLink, Refused, admit_opener, digest, new_token
 
-LINK = Link(
+LINK = AuthorizationLink(
     token_digest=digest("t"),
     account_id="acc1",
     principal="alice",
@@ -15,7 +15,7 @@ LINK = Link(
     created_at=1_000.0,
     expires_at=1_600.0,
 )
-USED = Link(**{**LINK.__dict__, "used_at": 1_100.0})
+USED = AuthorizationLink(**{**LINK.__dict__, "used_at": 1_100.0})
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ USED = Link(**{**LINK.__dict__, "used_at": 1_100.0})
         pytest.param(LINK, "alice", 9_999.0, "expired", id="long after"),
     ],
 )
-def test_a_link_is_refused(link: Link | None, opener: str | None, now: float, reason: str) -> None:
+def test_a_link_is_refused(link: AuthorizationLink | None, opener: str | None, now: float, reason: str) -> None:
     decision = admit_opener(link, opener=opener, now=now)
     assert isinstance(decision, Refused) and decision.reason == reason
     assert "Nothing was changed" in decision.message or reason in ("unknown", "not_signed_in")

@@ -20,7 +20,6 @@ from askback.core.round_plan import (
     InProgress,
     Note,
     NotPushed,
-    Outcome,
     Policy,
     Push,
     Pushed,
@@ -30,6 +29,7 @@ from askback.core.round_plan import (
     Record,
     Reply,
     Reuse,
+    RoundEnd,
     RoundRequest,
     RunHandler,
     ToolResult,
@@ -104,7 +104,7 @@ def ask_outcome(state: FlowState, requests: Mapping[str, Any] = CONFIRM) -> dict
     return {"inputRequests": dict(requests), "requestState": state.encode()}
 
 
-def drive(request: RoundRequest, script: Sequence[tuple[Any, Any]], policy: Policy = POLICY) -> Outcome:
+def drive(request: RoundRequest, script: Sequence[tuple[Any, Any]], policy: Policy = POLICY) -> RoundEnd:
     """Run the plan, checking each step against the script and answering it with the script's reply."""
     plan = round_plan(request, policy)
     step = next(plan)
@@ -114,7 +114,7 @@ def drive(request: RoundRequest, script: Sequence[tuple[Any, Any]], policy: Poli
             step = plan.send(reply)
         except StopIteration as stop:
             assert n == len(script) - 1, f"the plan ended after step {n} of {len(script)}"
-            outcome: Outcome = stop.value
+            outcome: RoundEnd = stop.value
             return outcome
     raise AssertionError(f"the plan went on with {step!r}")
 
@@ -169,7 +169,7 @@ def lenient(noted: tuple[Note, ...], *, flow: str | None = "f1", round: int | No
 class Case:
     request: RoundRequest
     script: Sequence[tuple[Any, Any]]
-    outcome: Outcome
+    outcome: RoundEnd
     policy: Policy = POLICY
 
 
@@ -485,7 +485,7 @@ CASES = {
 }
 
 
-def _same_outcome(got: Outcome, expected: Outcome) -> None:
+def _same_outcome(got: RoundEnd, expected: RoundEnd) -> None:
     assert type(got) is type(expected)
     assert got.notes == expected.notes
     if isinstance(expected, Reply):

@@ -22,7 +22,7 @@ import pytest
 from tests.fixtures.hostile_server import serving_hostile
 
 from askback.cli.output import ExitStatus
-from askback.core.questions import is_loopback
+from askback.core.addresses import is_loopback
 from askback.testing import free_port
 from infra import inbox_serving, run_askback, running_process, wait_until
 

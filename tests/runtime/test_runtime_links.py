@@ -1,4 +1,4 @@
-"""A URL question's link is read as a browser reads it (`askback.runtime.questions.check_link`, the WHATWG URL rules
+"""A URL question's link is read as a browser reads it (`askback.runtime.questions.checked_link`, the WHATWG URL rules
 through `ada-url`): the host shown is the one the browser reaches, an internationalised host is shown with its
 punycode beside it, a host written with invisible or direction-changing characters is refused, and the inbox's
 "Open" link is the address that was checked. The last tests open the inbox (`askback inbox serve`, its own process)
@@ -23,7 +23,7 @@ from tests.fixtures.hostile_server import serving_hostile
 
 from askback.errors import UnsafeLinkError
 from askback.runtime import ParkedQuestion
-from askback.runtime.questions import check_link, safe_link
+from askback.runtime.questions import checked_link, safe_link
 from askback.runtime.terminal import TerminalRenderer
 from askback.testing import free_port
 from infra import browser_context, chromium, inbox_serving
@@ -32,7 +32,7 @@ BACKSLASH = "https://evil.example\\.accounts.example.com/login"
 
 
 def test_a_backslash_ends_the_host_as_it_does_in_a_browser() -> None:
-    link = check_link(BACKSLASH)
+    link = checked_link(BACKSLASH)
 
     assert (link.host, link.href) == ("evil.example", "https://evil.example/.accounts.example.com/login")
     assert safe_link(BACKSLASH) == "evil.example"
@@ -50,14 +50,14 @@ def test_a_backslash_ends_the_host_as_it_does_in_a_browser() -> None:
     ids=["tab and newline", "percent-encoded", "upper case", "slash and backslash", "hexadecimal address"],
 )
 def test_the_host_shown_is_the_one_a_browser_reaches(url: str, host: str, href: str) -> None:
-    link = check_link(url)
+    link = checked_link(url)
 
     assert (link.host, link.href) == (host, href)
 
 
 def test_an_internationalised_host_is_shown_in_unicode_with_its_punycode_beside_it() -> None:
     for url in ("https://bücher.example/login", "https://xn--bcher-kva.example/login"):
-        link = check_link(url)
+        link = checked_link(url)
         assert (link.host, link.ascii_host, link.href) == (
             "bücher.example",
             "xn--bcher-kva.example",
@@ -81,7 +81,7 @@ def test_an_internationalised_host_is_shown_in_unicode_with_its_punycode_beside_
 )
 def test_a_host_written_with_an_invisible_or_direction_changing_character_is_refused(url: str) -> None:
     with pytest.raises(UnsafeLinkError, match="invisible or direction-changing character"):
-        check_link(url)
+        checked_link(url)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_a_host_written_with_an_invisible_or_direction_changing_character_is_ref
 )
 def test_a_link_a_browser_cannot_parse_is_refused(url: str) -> None:
     with pytest.raises(UnsafeLinkError):
-        check_link(url)
+        checked_link(url)
 
 
 @pytest.mark.anyio

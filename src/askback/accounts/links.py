@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["Admitted", "Link", "Refused", "admit_opener", "bound_state", "digest", "new_token"]
+__all__ = ["Admitted", "AuthorizationLink", "Refused", "admit_opener", "bound_state", "digest", "new_token"]
 
 RefusalReason = Literal["unknown", "not_signed_in", "other_user", "used", "expired", "visit_expired"]
 
@@ -41,7 +41,7 @@ _MESSAGES: dict[RefusalReason, str] = {
 
 
 @dataclass(frozen=True)
-class Link:
+class AuthorizationLink:
     """A stored link (its token only as `token_digest`). `expires_at` is when the link expires until it is used, then
     when the person must be back from the provider."""
 
@@ -57,7 +57,7 @@ class Link:
 
 @dataclass(frozen=True)
 class Admitted:
-    link: Link
+    link: AuthorizationLink
     kind: Literal["admitted"] = "admitted"
 
 
@@ -86,7 +86,7 @@ def bound_state(state: str, browser: str) -> str:
     return f"{state}.{browser}"
 
 
-def admit_opener(link: Link | None, *, opener: str | None, now: float) -> Admitted | Refused:
+def admit_opener(link: AuthorizationLink | None, *, opener: str | None, now: float) -> Admitted | Refused:
     """May `opener` (the signed-in principal, `None` when nobody is) use `link` at `now`? Who opens it is checked
     first: a person who is not the principal learns nothing about the link's state."""
     if link is None:
@@ -100,3 +100,13 @@ def admit_opener(link: Link | None, *, opener: str | None, now: float) -> Admitt
     if now >= link.expires_at:
         return Refused("expired")
     return Admitted(link)
+
+
+_RENAMED = {"Link": "AuthorizationLink"}
+
+if not TYPE_CHECKING:  # old names are for code not yet moved to the new ones, never for askback's own
+
+    def __getattr__(name: str) -> Any:
+        from askback._face import renamed
+
+        return renamed(__name__, _RENAMED, name, globals())

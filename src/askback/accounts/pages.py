@@ -49,7 +49,7 @@ from starlette.routing import Route
 from askback.accounts.repository import Account
 from askback.accounts.service import AccountService, Failed, Redirect, SignInVerifier
 from askback.asgi import FormGuard, FormRefusal
-from askback.core.questions import is_loopback
+from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError, InvalidParamsError
 from askback.pages import PageKit, SignIn, safe_next_path
 

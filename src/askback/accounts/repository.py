@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Table, bindparam, delete, func, insert, selec
 
 from askback.accounts._models import AccountEventRow, AccountRow, LinkRow
 from askback.accounts.events import event_data, event_type
-from askback.accounts.links import Admitted, Link, Refused, admit_opener, digest, new_token
+from askback.accounts.links import Admitted, AuthorizationLink, Refused, admit_opener, digest, new_token
 from askback.accounts.status import Event, Status, transition
 from askback.accounts.vault import Vault
 from askback.errors import AccountStateError, LimitReachedError
@@ -224,7 +224,11 @@ class Accounts:
 
         def use(conn: Connection) -> Admitted | Refused:
             row = conn.execute(_READ_LINK, {"digest": digest(token)}).first()
-            link = None if row is None else Link(**{k: getattr(row, k) for k in Link.__dataclass_fields__})
+            link = (
+                None
+                if row is None
+                else AuthorizationLink(**{k: getattr(row, k) for k in AuthorizationLink.__dataclass_fields__})
+            )
             decision = admit_opener(link, opener=opener, now=now)
             used = {"b_digest": digest(token), "b_at": now}
             if isinstance(decision, Admitted) and conn.execute(_USE_LINK, used).rowcount != 1:
@@ -245,13 +249,15 @@ class Accounts:
         }
         await self.store.transaction(lambda conn: conn.execute(_SET_STATE, params), doing="start an authorization")
 
-    async def take_state(self, state: str, *, opener: str | None, now: float) -> tuple[Link, str] | Refused | None:
+    async def take_state(
+        self, state: str, *, opener: str | None, now: float
+    ) -> tuple[AuthorizationLink, str] | Refused | None:
         """The link a callback's `state` belongs to and its sealed PKCE verifier, taken so that no second callback
         can use them. Who brings the state back is checked first (another person is refused and takes nothing),
         then the time to come back from the provider. `None` when the state is unknown (forged, or brought by another
         browser) or was already used."""
 
-        def take(conn: Connection) -> tuple[Link, str] | Refused | None:
+        def take(conn: Connection) -> tuple[AuthorizationLink, str] | Refused | None:
             row = conn.execute(_BY_STATE, {"state": digest(state)}).first()
             if row is None or row.verifier is None:
                 return None
@@ -263,7 +269,7 @@ class Accounts:
                 return Refused("visit_expired")
             if conn.execute(_TAKE_VERIFIER, {"b_digest": row.token_digest, "b_verifier": row.verifier}).rowcount != 1:
                 return None
-            link = Link(**{k: getattr(row, k) for k in Link.__dataclass_fields__})
+            link = AuthorizationLink(**{k: getattr(row, k) for k in AuthorizationLink.__dataclass_fields__})
             return link, row.verifier
 
         return await self.store.transaction(take, doing="finish an authorization", immediate=True)

@@ -23,7 +23,7 @@ from askback.accounts.connections import (
     new_code_verifier,
     new_state,
 )
-from askback.accounts.links import Link, Refused, bound_state
+from askback.accounts.links import AuthorizationLink, Refused, bound_state
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.status import Event, Status
 from askback.accounts.vault import Vault
@@ -268,7 +268,7 @@ class AccountService:
             f"There is no connection named {connection[:64]!a}; the connections are: {shown}. Use one of those names."
         )
 
-    def _seal_verifier(self, link: Link, verifier: str) -> str:
+    def _seal_verifier(self, link: AuthorizationLink, verifier: str) -> str:
         return self.vault.seal(link.account_id, {"v": verifier})
 
     async def _take(self, state: str | None, opener: str | None, browser: str | None) -> tuple[Account, str] | Failed:

@@ -28,7 +28,7 @@ def check_reachable(host: str, *, signs_in: bool, behind_proxy: bool) -> None:
     reach: `--user` makes everyone who reaches it that person, and `--user-header` trusts a header anyone can send,
     unless `behind_proxy` says only a proxy that signs people in reaches it."""
     from askback.cli.output import UsageError
-    from askback.core.questions import is_loopback
+    from askback.core.addresses import is_loopback
 
     if behind_proxy and signs_in:
         raise UsageError("--behind-signing-in-proxy goes with --user or --user-header, not with --auth-issuer")
@@ -82,38 +82,26 @@ def inbox_people(
     user: str | None, user_header: str | None, issuer: str | None, client_id: str | None, served_at: str
 ) -> InboxPeople:
     """Who opens an inbox page: the one `--user`, the `--user-header` a proxy sets, or people signed in at
-    `--auth-issuer` (`askback.identity.PeopleSignIn`). Everything is checked here, before anything is said."""
-    import os
-    import secrets
-
+    `--auth-issuer` (`askback.identity.PeopleSignIn`, its settings read as `askback.identity.SignInSettings` reads
+    them for every sign-in). Everything is checked here, before anything is said."""
     from starlette.requests import Request
 
     if issuer is not None and client_id is not None:
-        from pydantic import SecretStr
+        from askback.identity import PeopleSignIn, SignInSettings
 
-        from askback.errors import ConfigurationError
-        from askback.identity import PeopleSignIn
-
-        client_secret = os.environ.get("ASKBACK_SIGNIN_CLIENT_SECRET", "")
-        if not client_secret:
-            raise ConfigurationError(
-                "--auth-issuer needs the inbox's client secret at the issuer: set ASKBACK_SIGNIN_CLIENT_SECRET."
-            )
-        session_secret = os.environ.get("ASKBACK_SESSION_SECRET", "")
+        # The same settings, read the same way, as the hosted pages' sign-in; only the issuer and client id come from
+        # the options, the base URL is where the inbox serves unless ASKBACK_PUBLIC_URL says otherwise, and a missing
+        # session secret is made here (with a notice once the inbox starts).
+        settings = SignInSettings.from_environ(
+            issuer=issuer, client_id=client_id, served_at=served_at, make_session_secret=True
+        )
         notice = None
-        if not session_secret:
+        if settings.session_secret_made:
             notice = (
                 "askback inbox: ASKBACK_SESSION_SECRET is not set, so a session secret was made at start-up: "
                 "everyone's sign-in ends when the inbox restarts"
             )
-        sign_in = PeopleSignIn(
-            issuer=issuer,
-            client_id=client_id,
-            client_secret=SecretStr(client_secret),
-            base_url=os.environ.get("ASKBACK_PUBLIC_URL", "").strip() or served_at,
-            session_secret=SecretStr(session_secret or secrets.token_urlsafe(32)),
-            principal_claim=os.environ.get("ASKBACK_AUTH_PRINCIPAL_CLAIM", "").strip() or "sub",
-        )
+        sign_in = PeopleSignIn.of(settings)
         return InboxPeople(sign_in, sign_in, notice)
 
     def named(request: Request) -> str | None:

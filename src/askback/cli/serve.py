@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from askback.cli.output import UsageError, reports_errors
-from askback.core.questions import is_loopback
+from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError
 
 if TYPE_CHECKING:

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
-from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from askback.core import addresses
 from askback.core._answer_types import type_problems
+from askback.core.form_schema import answer_problems, form_schema
 from askback.core.secret_words import looks_secret
 from askback.errors import DefinitionError
 
@@ -40,7 +39,6 @@ __all__ = [
     "Link",
     "Question",
     "connect_key",
-    "is_loopback",
 ]
 
 T = TypeVar("T")
@@ -155,58 +153,6 @@ def digest(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def _describe_errors(exc: ValidationError, schema: Mapping[str, Any]) -> str:
-    props: Mapping[str, Any] = schema.get("properties", {})
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = str(err["loc"][0]) if err["loc"] else ""
-        title = props.get(loc, {}).get("title", loc) if loc else "answer"
-        if err["type"] == "extra_forbidden":
-            continue
-        parts.append(f"{title}: {err['msg']}")
-    return "; ".join(parts) or "the answer did not match the form"
-
-
-class _FormJsonSchema(GenerateJsonSchema):
-    """Pydantic's JSON schema with `T | None` flattened to `T` and `None` defaults dropped, as the SDK's
-    `render_elicitation_schema` renders it: the spec's primitive schemas admit no `anyOf` or null type, and an
-    optional field is one left out of `required`. Built here so that defining a question loads no SDK server module
-    (which would bring the server stack with it); a test holds the two renderings equal."""
-
-    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
-        return self.generate_inner(schema["schema"])
-
-    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
-        result = super().default_schema(schema)
-        if result.get("default") is None:
-            result.pop("default", None)
-        return result
-
-
-@cache
-def _primitive_schema() -> TypeAdapter[Any]:
-    # The spec's own definition of a form field, from the wire types (the per-revision package models it strictly;
-    # its 2025-11-25 twin, which the SDK checks against, defines the same shapes).
-    from mcp_types._v2026_07_28 import PrimitiveSchemaDefinition
-
-    definition: Any = PrimitiveSchemaDefinition  # a union, which TypeAdapter's typing does not spell
-    return TypeAdapter(definition)
-
-
-def form_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The `requestedSchema` of a flat model; `TypeError` names a field that is not a primitive the spec allows
-    (nested models, bare lists, unions of several types)."""
-    schema = model.model_json_schema(schema_generator=_FormJsonSchema)
-    for name, prop in schema.get("properties", {}).items():
-        try:
-            _primitive_schema().validate_python(prop)
-        except ValidationError:
-            raise TypeError(
-                f"Elicitation schema field {name!r} rendered as {prop!r}, which is not a valid PrimitiveSchemaDefinition"
-            ) from None
-    return schema
-
-
 @dataclass(frozen=True)
 class _Built:
     """What a form question derives from its fields once: the pydantic model answers are validated with, and the
@@ -281,7 +227,7 @@ class _FormBase(Question[T]):
         try:
             return self._model.model_validate(known, strict=False)
         except ValidationError as exc:
-            raise AnswerRejected(_describe_errors(exc, self._schema)) from None
+            raise AnswerRejected(answer_problems(exc, self._schema)) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -381,9 +327,6 @@ class Choice(_FormBase[Any]):
         return getattr(self._validate(content), self.field)
 
 
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
-
-
 _PLAIN_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
 
@@ -402,30 +345,11 @@ def connect_key(connection: str, label: str = "") -> str:
     return "connect." + named
 
 
-def is_loopback(host: str | None) -> bool:
-    """Whether `host` is this machine: a loopback name (any case) or address (an IPv6 one bare or in a URL's
-    brackets, an IPv4 one mapped into IPv6 too). The one test of "only this machine reaches it" (plain http for
-    development, a server or an inbox served without sign-in); an unspecified address (0.0.0.0, ::) is not one."""
-    if not host:
-        return False
-    name = host.lower()
-    if name in _LOOPBACK_NAMES:
-        return True
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
 def check_link(url: str, *, key: str = "link") -> str:
     """Refuse links the spec forbids: not https (plain http only on loopback), credentials in userinfo or query."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
+    if (parts.scheme == "https" and host) or (parts.scheme == "http" and addresses.is_loopback(host)):
         pass
     else:
         raise DefinitionError(
@@ -475,3 +399,13 @@ class Link(Question[None]):
 
     def read(self, content: Mapping[str, Any] | None, *, expect: str | None = None) -> None:
         return None
+
+
+_RENAMED = {"is_loopback": "askback.core.addresses.is_loopback"}
+
+if not TYPE_CHECKING:  # old names are for code not yet moved to the new ones, never for askback's own
+
+    def __getattr__(name: str) -> Any:
+        from askback._face import renamed
+
+        return renamed(__name__, _RENAMED, name, globals())

@@ -1,7 +1,7 @@
 """One `tools/call` of an askback tool as a plan: the round's steps as frozen values, with no I/O.
 
 `round_plan(request, policy)` is a generator (httpx's `Auth.auth_flow` shape, like `askback check`'s probe): it
-yields each step the round needs, is sent that step's result, and returns the round's `Outcome`. The server's driver
+yields each step the round needs, is sent that step's result, and returns the round's `RoundEnd`. The server's driver
 (`askback.server.round`) performs each step against the store, the handler and the SDK; a test answers them with
 plain data. The values are in `round_steps` (re-exported here). In order:
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp_types import CallToolResult, InputRequiredResult
 
@@ -46,7 +46,6 @@ from askback.core.round_steps import (
     KnownEffect,
     Note,
     NotPushed,
-    Outcome,
     Policy,
     Push,
     Pushed,
@@ -55,6 +54,7 @@ from askback.core.round_steps import (
     ReadHeld,
     Record,
     Reply,
+    RoundEnd,
     RoundRequest,
     RunHandler,
     Step,
@@ -74,7 +74,6 @@ __all__ = [
     "KnownEffect",
     "NotPushed",
     "Note",
-    "Outcome",
     "Policy",
     "Push",
     "Pushed",
@@ -84,6 +83,7 @@ __all__ = [
     "Record",
     "Reply",
     "Reuse",
+    "RoundEnd",
     "RoundRequest",
     "RunHandler",
     "Step",
@@ -134,8 +134,8 @@ _ROUND_IN_PROGRESS = (
 )
 
 
-def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Outcome]:
-    """The round's plan: yields each `Step`, is sent its result, returns the `Outcome`. No I/O of its own."""
+def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, RoundEnd]:
+    """The round's plan: yields each `Step`, is sent its result, returns the `RoundEnd`. No I/O of its own."""
     limits = policy.limits
     state = request.state
     now = request.now
@@ -171,13 +171,13 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
 
     def reply(
         result: CallToolResult | InputRequiredResult, next_state: FlowState | None = None
-    ) -> Generator[Step, Any, Outcome]:
+    ) -> Generator[Step, Any, RoundEnd]:
         stored = yield from record(strict=True)
         if isinstance(stored, Failed):
             return Raise(stored.error, tuple(notes))
         return Reply(result, tuple(notes), next_state)
 
-    def fail(failed: Failed) -> Generator[Step, Any, Outcome]:
+    def fail(failed: Failed) -> Generator[Step, Any, RoundEnd]:
         error = failed.error
         if (
             not notes
@@ -222,7 +222,7 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
             hold = Hold(nxt.flow_id, nxt.round, nxt.answers, until)
         round_outcome = {"inputRequests": dict(chosen.requests), "requestState": sealed.encode()}
 
-    def complete(flow_id: str, result: CallToolResult, outcome: str, round_: int) -> Generator[Step, Any, Outcome]:
+    def complete(flow_id: str, result: CallToolResult, outcome: str, round_: int) -> Generator[Step, Any, RoundEnd]:
         # The first result recorded wins, so that a concurrent replay answers the same.
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         note("completed", flow_id=flow_id, round=round_, outcome=outcome)
@@ -242,7 +242,7 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
             return Reply(CallToolResult.model_validate(stored.result), tuple(notes))
         return Reply(result, tuple(notes))
 
-    def carry_out(chosen: decision.Admission | Decided) -> Generator[Step, Any, Outcome]:
+    def carry_out(chosen: decision.Admission | Decided) -> Generator[Step, Any, RoundEnd]:
         if isinstance(chosen, Failed):
             return (yield from fail(chosen))
         if isinstance(chosen, decision.Refuse):
@@ -338,3 +338,13 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ou
 Decided = decision.Decision | Failed
 
 _CURRENT: Any = object()
+
+
+_RENAMED = {"Outcome": "RoundEnd"}
+
+if not TYPE_CHECKING:  # old names are for code not yet moved to the new ones, never for askback's own
+
+    def __getattr__(name: str) -> Any:
+        from askback._face import renamed
+
+        return renamed(__name__, _RENAMED, name, globals())

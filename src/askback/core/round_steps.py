@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcp_types import CallToolResult, InputRequiredResult
 
@@ -22,7 +22,6 @@ __all__ = [
     "KnownEffect",
     "NotPushed",
     "Note",
-    "Outcome",
     "Policy",
     "Push",
     "Pushed",
@@ -31,6 +30,7 @@ __all__ = [
     "ReadHeld",
     "Record",
     "Reply",
+    "RoundEnd",
     "RoundRequest",
     "RunHandler",
     "Step",
@@ -276,4 +276,16 @@ class Raise:
     kind: Literal["raise"] = "raise"
 
 
-Outcome = Reply | Raise
+RoundEnd = Reply | Raise
+"""How a round ends: reply to the client (a result, or the next questions), or fail the call. (Not `askback.Outcome`,
+which is how a person answered.)"""
+
+
+_RENAMED = {"Outcome": "RoundEnd"}
+
+if not TYPE_CHECKING:  # old names are for code not yet moved to the new ones, never for askback's own
+
+    def __getattr__(name: str) -> Any:
+        from askback._face import renamed
+
+        return renamed(__name__, _RENAMED, name, globals())

@@ -19,6 +19,9 @@ The public surface is this module; names are imported on first use. The parts:
 - `_signin`, `_session`, `_sessions`: `PeopleSignIn`, people signed in on the pages askback hosts (OpenID Connect,
   authorization code with PKCE), the signed cookie holding their session's id, and the sessions in the shared store
   (`_models`, and `schema`: their migration history), which sign-out ends on every instance.
+- `_signin_settings`: `SignInSettings`, the people's sign-in settings (`ASKBACK_SIGNIN_*`, `ASKBACK_SESSION_SECRET`,
+  `ASKBACK_PUBLIC_URL`), read and validated one way for the hosted pages and the web inbox.
+- `_signin_issuer`: the issuer people sign in at, as the sign-in reaches it (metadata, keys, token endpoint).
 """
 
 from __future__ import annotations
@@ -31,15 +34,17 @@ if TYPE_CHECKING:
     from askback.identity._resource import ResourceServer
     from askback.identity._settings import IdentitySettings, load_identity_settings
     from askback.identity._signin import PeopleSignIn
+    from askback.identity._signin_settings import SignInSettings
 
 _WHERE = {
     "PeopleSignIn": "askback.identity._signin",
+    "SignInSettings": "askback.identity._signin_settings",
     "IdentitySettings": "askback.identity._settings",
     "load_identity_settings": "askback.identity._settings",
     "ResourceServer": "askback.identity._resource",
 }
 
-__all__ = ["IdentitySettings", "PeopleSignIn", "ResourceServer", "load_identity_settings"]
+__all__ = ["IdentitySettings", "PeopleSignIn", "ResourceServer", "SignInSettings", "load_identity_settings"]
 
 
 def __getattr__(name: str) -> Any:

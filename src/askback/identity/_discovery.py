@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from askback.core.questions import is_loopback
+from askback.core.addresses import is_loopback
 from askback.errors import IssuerUnavailableError
 from askback.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, fetch_metadata, metadata_urls, names_issuer
 

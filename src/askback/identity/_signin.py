@@ -21,18 +21,17 @@ is set. Nothing the issuer sends (a code, a token) is ever written in a page or 
 
 `PeopleSignIn` is an `askback.pages.SignIn` (who is signed in, where to sign in) for the account pages and the web
 inbox, and an `askback.extension.Extension` that keeps its sessions in the app's store (its own migrations) and serves
-these routes `Open()` under `prefix`.
+these routes `Open()` under `prefix`. Its settings are one `SignInSettings` (`_signin_settings`), whoever reads them;
+the issuer's metadata, keys and token endpoint are reached through `SignInIssuer` (`_signin_issuer`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-import anyio
 import httpx
 from pydantic import SecretStr
 from starlette.applications import Starlette
@@ -43,17 +42,15 @@ from starlette.routing import Route
 from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
 from askback.core.caller import principal_of
-from askback.core.questions import is_loopback
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity import schema
-from askback.identity._discovery import IssuerMetadata, check_issuer, discover
 from askback.identity._holdback import HoldBack
 from askback.identity._jwt import verify_id_token
-from askback.identity._keys import KeyCache
 from askback.identity._session import PENDING_TTL, PendingSignIn, SessionSigner, code_challenge
 from askback.identity._sessions import Sessions
-from askback.identity._token_endpoint import TokenEndpoint
+from askback.identity._signin_issuer import DISCOVERY_INTERVAL, SignInIssuer
+from askback.identity._signin_settings import SignInSettings
 from askback.pages import PageKit, safe_next_path
 
 __all__ = ["PeopleSignIn"]
@@ -62,11 +59,8 @@ logger = logging.getLogger("askback.identity")
 
 _KIT = PageKit(Path(__file__).parent / "templates", title_suffix=" · askback")
 _MAX_FORM_BYTES = 4 * 1024
-_TIMEOUT = 10.0
 _PENDING_COOKIE = "askback_sign_in_"
 _ERROR_CODE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
-# While the issuer's metadata cannot be read, it is asked again at most once per this many seconds, whoever visits.
-DISCOVERY_INTERVAL = 30.0
 
 _PROBLEMS: Mapping[int, tuple[str, str]] = {
     403: ("Refused", "This form was not sent from a page of this site in this browser, so it was refused."),
@@ -80,12 +74,6 @@ _PROBLEM = ("Something went wrong", "The request could not be handled. Nobody wa
 def _problem(request: Request, status: int) -> Response:
     title, text = _PROBLEMS.get(status, _PROBLEM)
     return _KIT.page(request, "problem.html", {"title": title, "text": text, "again": None}, status=status)
-
-
-def _secret_bytes(secret: SecretStr | str | bytes) -> bytes:
-    if isinstance(secret, SecretStr):
-        secret = secret.get_secret_value()
-    return secret.encode() if isinstance(secret, str) else bytes(secret)
 
 
 class PeopleSignIn:
@@ -123,59 +111,70 @@ class PeopleSignIn:
         http: httpx.AsyncClient | None = None,
         clock: Clock | None = None,
     ) -> None:
-        try:
-            self.issuer = check_issuer(issuer)
-        except ValueError as exc:
-            raise ConfigurationError(
-                f"The people's sign-in issuer (ASKBACK_SIGNIN_ISSUER or ASKBACK_AUTH_ISSUER) is not usable: {exc}."
-            ) from None
-        site = urlsplit(base_url)
-        if site.scheme not in ("https", "http") or not site.hostname or site.query or site.fragment:
-            raise ConfigurationError(
-                "The people's sign-in needs the site's base URL (ASKBACK_PUBLIC_URL), such as https://tools.example.com."
-            )
-        if site.scheme == "http" and not is_loopback(site.hostname):
-            raise ConfigurationError(
-                "The people's sign-in sets its session cookie Secure, which a browser keeps only over https: give "
-                "the site's https URL (ASKBACK_PUBLIC_URL; http is accepted only on loopback, for development)."
-            )
-        if not client_id:
-            raise ConfigurationError(
-                "The people's sign-in needs its client id at the issuer (ASKBACK_SIGNIN_CLIENT_ID)."
-            )
+        settings = SignInSettings.given(
+            issuer=issuer,
+            client_id=client_id,
+            client_secret=client_secret,
+            base_url=base_url,
+            session_secret=session_secret,
+            principal_claim=principal_claim,
+            tokens_issuer=tokens_issuer,
+        )
+        self._take(settings, session_ttl, sessions_per_person, prefix, http, clock)
+
+    @classmethod
+    def of(
+        cls,
+        settings: SignInSettings,
+        *,
+        session_ttl: float | None = None,
+        sessions_per_person: int | None = None,
+        prefix: str = "/auth",
+        http: httpx.AsyncClient | None = None,
+        clock: Clock | None = None,
+    ) -> PeopleSignIn:
+        """The sign-in `settings` describe (`SignInSettings.from_environ`, as `from_settings` reads them)."""
+        made = cls.__new__(cls)
+        made._take(settings, session_ttl, sessions_per_person, prefix, http, clock)
+        return made
+
+    def _take(
+        self,
+        settings: SignInSettings,
+        session_ttl: float | None,
+        sessions_per_person: int | None,
+        prefix: str,
+        http: httpx.AsyncClient | None,
+        clock: Clock | None,
+    ) -> None:
         if session_ttl is not None and session_ttl <= 0:
             raise ConfigurationError("The people's sign-in needs a session lifetime above 0 seconds.")
         if sessions_per_person is not None and sessions_per_person < 1:
             raise ConfigurationError("The people's sign-in needs at least one session per person.")
-        try:
-            self._signer = SessionSigner(_secret_bytes(session_secret))
-        except ValueError:
-            raise ConfigurationError(
-                "The people's session secret (ASKBACK_SESSION_SECRET) must be at least 32 bytes: make one with "
-                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`, the same on every instance."
-            ) from None
-        self.client_id = client_id
-        self._client_secret = client_secret
-        self.base_url = base_url.rstrip("/")
+        self.settings = settings
+        self.issuer = settings.issuer
+        self.client_id = settings.client_id
+        self._signer = SessionSigner(settings.session_secret.get_secret_value())
+        self.base_url = settings.base_url
         self.prefix = "/" + prefix.strip("/")
-        self.principal_claim = principal_claim
+        self.principal_claim = settings.principal_claim
         self._ttl_given, self._per_person_given = session_ttl, sessions_per_person
         self.session_ttl = float(session_ttl or 8 * 3600.0)
         self.sessions_per_person = sessions_per_person or 10
         self._sessions: Sessions | None = None
-        self.home_issuer = tokens_issuer or self.issuer
-        self.secure = site.scheme == "https"
-        self._site_path = site.path.rstrip("/")
+        self.home_issuer = settings.home_issuer
+        self.secure = settings.secure
+        self._site_path = urlsplit(settings.base_url).path.rstrip("/")
         self.redirect_uri = f"{self.base_url}{self.prefix}/callback"
         self._clock: Clock = clock or SystemClock()
-        self._http = http
-        self._own_http: httpx.AsyncClient | None = None
-        self._metadata: IssuerMetadata | None = None
-        self._keys: KeyCache | None = None
-        self._discovery_hold = HoldBack(self._clock, DISCOVERY_INTERVAL)
+        self._issuer = SignInIssuer(
+            settings.issuer,
+            client_id=settings.client_id,
+            client_secret=settings.client_secret,
+            clock=self._clock,
+            http=http,
+        )
         self._warning_hold = HoldBack(self._clock, DISCOVERY_INTERVAL)
-        self._token_endpoint: TokenEndpoint | None = None
-        self._lock = anyio.Lock()
         self._guard = FormGuard(
             "askback_sign_in_csrf", path=f"{self._site_path}{self.prefix}", origins=[self.base_url], secure=self.secure
         )
@@ -195,34 +194,12 @@ class PeopleSignIn:
         http: httpx.AsyncClient | None = None,
         clock: Clock | None = None,
     ) -> PeopleSignIn:
-        """The sign-in configured by `environ` (the process's environment when `None`): the issuer
-        `ASKBACK_SIGNIN_ISSUER` (people's issuer, when it is not the tokens' one) else `ASKBACK_AUTH_ISSUER`,
-        `ASKBACK_SIGNIN_CLIENT_ID`, `ASKBACK_SIGNIN_CLIENT_SECRET`, `ASKBACK_SESSION_SECRET`, `ASKBACK_PUBLIC_URL`
-        and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`); `ASKBACK_AUTH_ISSUER` is the tokens' issuer, whose
-        subjects are bare principals. A missing value is a `ConfigurationError` naming it."""
-        env = os.environ if environ is None else environ
-
-        def need(name: str, what: str) -> str:
-            value = env.get(name, "").strip()
-            if not value:
-                raise ConfigurationError(f"The people's sign-in needs {what}: set {name}.")
-            return value
-
-        issuer = env.get("ASKBACK_SIGNIN_ISSUER", "").strip() or need(
-            "ASKBACK_AUTH_ISSUER", "the issuer people sign in at (or ASKBACK_SIGNIN_ISSUER)"
-        )
-        return cls(
-            issuer=issuer,
-            client_id=need("ASKBACK_SIGNIN_CLIENT_ID", "its client id at the issuer"),
-            client_secret=SecretStr(need("ASKBACK_SIGNIN_CLIENT_SECRET", "its client secret at the issuer")),
-            base_url=need("ASKBACK_PUBLIC_URL", "the URL people reach the site at"),
-            session_secret=SecretStr(need("ASKBACK_SESSION_SECRET", "a session secret of at least 32 bytes")),
-            principal_claim=env.get("ASKBACK_AUTH_PRINCIPAL_CLAIM", "").strip() or "sub",
-            tokens_issuer=env.get("ASKBACK_AUTH_ISSUER", "").strip() or None,
-            prefix=prefix,
-            http=http,
-            clock=clock,
-        )
+        """The sign-in configured by `environ` (the process's environment when `None`), as `SignInSettings` reads
+        it: the issuer `ASKBACK_SIGNIN_ISSUER` (people's issuer, when it is not the tokens' one) else
+        `ASKBACK_AUTH_ISSUER`, `ASKBACK_SIGNIN_CLIENT_ID`, `ASKBACK_SIGNIN_CLIENT_SECRET`, `ASKBACK_SESSION_SECRET`,
+        `ASKBACK_PUBLIC_URL` and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`); `ASKBACK_AUTH_ISSUER` is the tokens'
+        issuer, whose subjects are bare principals. A missing or wrong value is a `ConfigurationError` naming it."""
+        return cls.of(SignInSettings.from_environ(environ), prefix=prefix, http=http, clock=clock)
 
     # --- the extension ----------------------------------------------------------------------------------------------
 
@@ -248,10 +225,7 @@ class PeopleSignIn:
 
     async def close(self) -> None:
         """Close the HTTP client of its own, if it made one."""
-        if self._own_http is not None:
-            await self._own_http.aclose()
-            self._own_http = None
-            self._metadata = self._keys = None
+        await self._issuer.close()
 
     # --- the SignIn -------------------------------------------------------------------------------------------------
 
@@ -276,51 +250,15 @@ class PeopleSignIn:
             principal, now=self._clock.now(), ttl=self.session_ttl, per_person=self.sessions_per_person
         )
 
-    # --- the issuer -------------------------------------------------------------------------------------------------
-
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is not None:
-            return self._http
-        if self._own_http is None:
-            self._own_http = httpx.AsyncClient(timeout=_TIMEOUT, follow_redirects=False)
-        return self._own_http
-
-    async def _issuer(self) -> tuple[IssuerMetadata, KeyCache]:
-        async with self._lock:
-            if self._metadata is None or self._keys is None:
-                if not self._discovery_hold.allows():
-                    raise IssuerUnavailableError(
-                        f"the issuer {self.issuer} could not be read just now; askback asks it again shortly",
-                        retry_after=self._discovery_hold.retry_after(),
-                    )
-                self._discovery_hold.tried()
-                metadata = await discover(self._client(), self.issuer)
-                if metadata.authorization_endpoint is None or metadata.token_endpoint is None:
-                    raise IssuerUnavailableError(
-                        f"the issuer {self.issuer} names no authorization or token endpoint, so people cannot sign "
-                        "in there"
-                    )
-                self._metadata = metadata
-                self._keys = KeyCache(self._client(), metadata.jwks_uri, clock=self._clock)
-                self._token_endpoint = TokenEndpoint(
-                    metadata.token_endpoint,
-                    client_id=self.client_id,
-                    client_secret=self._client_secret,
-                    clock=self._clock,
-                    interval=DISCOVERY_INTERVAL,
-                )
-            return self._metadata, self._keys
-
     async def _redeem(self, code: str, state: str) -> str:
-        """The ID token the token endpoint gives for `code` (`TokenEndpoint.redeem`)."""
-        assert self._token_endpoint is not None
+        """The ID token the issuer's token endpoint gives for `code`."""
         form = {
             "grant_type": "authorization_code",
             "code": code,
             "redirect_uri": self.redirect_uri,
             "code_verifier": self._signer.code_verifier(state),
         }
-        return await self._token_endpoint.redeem(self._client(), form)
+        return await self._issuer.redeem(form)
 
     # --- the routes -------------------------------------------------------------------------------------------------
 
@@ -348,7 +286,7 @@ class PeopleSignIn:
 
     async def _sign_in(self, request: Request) -> Response:
         try:
-            metadata, _ = await self._issuer()
+            metadata, _ = await self._issuer.metadata()
         except IssuerUnavailableError as exc:
             return self._unavailable(request, exc)
         assert metadata.authorization_endpoint is not None
@@ -418,7 +356,7 @@ class PeopleSignIn:
                 request, 400, "Not signed in", "The sign-in provider sent no code. Nobody was signed in."
             )
         try:
-            _, keys = await self._issuer()
+            _, keys = await self._issuer.metadata()
             id_token = await self._redeem(code, pending.state)
             claims = await verify_id_token(
                 id_token,

@@ -6,7 +6,7 @@ accept (with content), decline or cancel. `resume_decision` says, from the answe
 whether a round can be sent back: every question answered, or the deadline passed (each unanswered question is
 then answered `cancel`).
 
-URL-mode questions are only ever shown: `check_link` reads a link as a browser does (the WHATWG URL standard, with
+URL-mode questions are only ever shown: `checked_link` reads a link as a browser does (the WHATWG URL standard, with
 `ada-url`: a backslash is a slash, tabs and line breaks are dropped, percent-encoded and IDNA hosts are decoded),
 accepts https (plain http only on loopback, in development mode), and gives the host the browser will really reach
 with the address to hand it (the parser's serialization, so what is opened is exactly what was checked). The
@@ -20,26 +20,28 @@ import json
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
 import ada_url
 
-from askback.core.questions import connect_key, is_loopback
+from askback._face import renamed
+from askback.core.addresses import is_loopback
+from askback.core.questions import connect_key
 from askback.errors import UnsafeLinkError
 from askback.runtime.forms import problem_text, schema_problems
 
 __all__ = [
     "Action",
     "Answer",
-    "Link",
+    "CheckedLink",
     "Mode",
     "Origin",
     "ParkedQuestion",
     "Ready",
     "Waiting",
     "account_question",
-    "check_link",
+    "checked_link",
     "look_decision",
     "pending_questions",
     "resume_decision",
@@ -117,7 +119,7 @@ class ParkedQuestion:
     @property
     def host(self) -> str | None:
         """The host a browser reaches with this URL-mode question's link (read as a browser reads it), whether or
-        not the link is safe to show as one (`check_link` says); None when it has no host a browser would reach."""
+        not the link is safe to show as one (`checked_link` says); None when it has no host a browser would reach."""
         if self.url is None:
             return None
         try:
@@ -268,7 +270,7 @@ def account_question(questions: tuple[ParkedQuestion, ...], *, connection: str, 
 
 
 @dataclass(frozen=True)
-class Link:
+class CheckedLink:
     """A URL question's link as a browser reads it: `href` is what the browser is handed (the WHATWG
     serialization of the link: the address that was checked), `host` the host it reaches, in Unicode, and
     `ascii_host` the same host as it goes on the wire (punycode for an internationalised one)."""
@@ -327,7 +329,7 @@ def _unicode_host(ascii_host: str) -> str:
         return ascii_host
 
 
-def check_link(url: str, *, development: bool = False) -> Link:
+def checked_link(url: str, *, development: bool = False) -> CheckedLink:
     """A URL question's link read as a browser reads it, or `UnsafeLinkError` when it must not be shown as a link:
     not a URL a browser can parse, not https (plain http only on a loopback host, and only in development mode), no
     host, credentials in its user-info, or a host written with invisible or bidirectional characters (which a
@@ -362,10 +364,10 @@ def check_link(url: str, *, development: bool = False) -> Link:
         )
     if parsed.username or parsed.password:
         raise UnsafeLinkError(f"the link to {host} carries credentials in its user-info; it is not shown as a link")
-    link = Link(href=str(parsed.href), host=host, ascii_host=ascii_host)
+    link = CheckedLink(href=str(parsed.href), host=host, ascii_host=ascii_host)
     if scheme == "https":
         return link
-    if scheme == "http" and is_loopback(ascii_host.removeprefix("[").removesuffix("]")):
+    if scheme == "http" and is_loopback(ascii_host):
         if development:
             return link
         raise UnsafeLinkError(
@@ -378,7 +380,18 @@ def check_link(url: str, *, development: bool = False) -> Link:
 
 
 def safe_link(url: str, *, development: bool = False) -> str:
-    """The host to show for a URL-mode question's link (`check_link(url).shown`: the host a browser reaches, an
+    """The host to show for a URL-mode question's link (`checked_link(url).shown`: the host a browser reaches, an
     internationalised one with its ASCII form beside it), or `UnsafeLinkError` when the link must not be shown as
     one. Nothing is fetched."""
-    return check_link(url, development=development).shown
+    return checked_link(url, development=development).shown
+
+
+_RENAMED = {"Link": "CheckedLink", "check_link": "checked_link"}
+
+if TYPE_CHECKING:  # the old names, typed as the new ones (a module not yet moved to them still checks)
+    Link = CheckedLink
+    check_link = checked_link
+else:
+
+    def __getattr__(name: str) -> Any:
+        return renamed(__name__, _RENAMED, name, globals())

@@ -32,7 +32,7 @@ from rich.text import Text
 
 from askback.errors import InvalidAnswerError, UnansweredError, UnsafeLinkError
 from askback.runtime.forms import Field, check_field, fields, parse, validate
-from askback.runtime.questions import Answer, Mode, ParkedQuestion, check_link
+from askback.runtime.questions import Answer, Mode, ParkedQuestion, checked_link
 from askback.terminal_text import for_terminal, shorten
 
 __all__ = ["TerminalRenderer"]
@@ -75,7 +75,7 @@ class TerminalRenderer:
 
     `console` is where questions are shown (default: standard error, so that standard output keeps the call's
     result); `read_line(prompt)` reads what the person types (default: the console's `input`). `modes` are the
-    modes it declares; `development` shows plain-http loopback links (as `check_link` allows in development).
+    modes it declares; `development` shows plain-http loopback links (as `checked_link` allows in development).
     `asking` is the question asked last (the one at the prompt, while one is).
     """
 
@@ -195,7 +195,7 @@ def _unshowable(problem: str) -> _Dialog:
 
 def _link(question: ParkedQuestion, *, development: bool) -> _Dialog:
     try:
-        link = check_link(question.url or "", development=development)
+        link = checked_link(question.url or "", development=development)
     except UnsafeLinkError as exc:
         yield _Show(Text(f"{_plain(str(exc))}.", style="red"))
         yield _Show(Text("This question can only be declined or cancelled here."))

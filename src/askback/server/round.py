@@ -138,7 +138,7 @@ class TaskRun:
     `next_state`; `Raise`: the handler's or askback's error) and the audit events of its notes, for the task's
     driver to write once it has kept the outcome in the task's row."""
 
-    outcome: plan.Outcome
+    outcome: plan.RoundEnd
     events: tuple[AuditEvent, ...]
 
 
@@ -211,7 +211,7 @@ class _RoundIO:
         self.accounts = None if config.accounts is None else config.accounts(principal)
         self._events: dict[int, tuple[plan.Note, AuditEvent]] = {}
 
-    async def drive(self, request: plan.RoundRequest) -> plan.Outcome:
+    async def drive(self, request: plan.RoundRequest) -> plan.RoundEnd:
         """Perform the plan's steps until it returns its outcome."""
         steps = plan.round_plan(request, self.config.policy)
         try:
@@ -219,7 +219,7 @@ class _RoundIO:
             while True:
                 step = steps.send(await self.perform(step))
         except StopIteration as stop:
-            outcome: plan.Outcome = stop.value
+            outcome: plan.RoundEnd = stop.value
         finally:
             if self.accounts is not None:
                 with anyio.CancelScope(shield=True):

@@ -16,6 +16,8 @@ import ipaddress
 import re
 import socket
 
+from askback.core.addresses import is_loopback
+
 __all__ = ["Address", "destination_problem", "host_problem"]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -100,6 +102,6 @@ def host_problem(host: str, *, allow_private: bool = False) -> str | None:
     literal = _literal(name)
     if literal is not None:
         return destination_problem(literal, allow_private=allow_private)
-    if not allow_private and (name == "localhost" or name.endswith(".localhost")):
+    if not allow_private and (is_loopback(name) or name.endswith(".localhost")):
         return f"{name} names this machine (loopback)"
     return None

@@ -34,7 +34,7 @@ from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from askback.audit.event import EventKind
-from askback.core.questions import is_loopback
+from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError
 from askback.webhooks._destinations import host_problem
 

@@ -10,10 +10,22 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from askback.core.addresses import is_loopback
 from askback.errors import DefinitionError
 
 if TYPE_CHECKING:
     import httpx
+
+__all__ = [
+    "CONNECTION_NAME",
+    "CONNECTION_NAME_RULE",
+    "check_name",
+    "checked_authorize_params",
+    "checked_origins",
+    "checked_scopes",
+    "origin",
+    "url_problem",
+]
 
 
 # Connection names appear in URLs (callbacks, links) and in the file as table names.
@@ -22,7 +34,6 @@ CONNECTION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # What the authorization request itself sets; `authorize_params` may not replace any of them.
 _RESERVED_AUTHORIZE = frozenset(
     {"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method"}
@@ -44,7 +55,7 @@ def url_problem(url: object, *, issuer: bool = False) -> str | None:
     if not isinstance(url, str) or not url or any(c.isspace() for c in url):
         return "is not a URL"
     parts = urlsplit(url)
-    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         return f"{url!r} must use https (plain http is accepted on loopback only)"
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return f"{url!r} is not an absolute https URL"
@@ -101,7 +112,7 @@ def _origin_problem(value: object) -> str | None:
         return f"{value!r} {example}"
     if scheme not in ("https", "http"):
         return f"{value!r} is not an https origin"
-    if scheme == "http" and host not in _LOOPBACK:
+    if scheme == "http" and not is_loopback(host):
         return f"{value!r} must use https (plain http is accepted on loopback only)"
     if not _HOST.fullmatch(host) and not _is_ip(host):
         return f"{value!r} does not name one host (no wildcards: list each host)"

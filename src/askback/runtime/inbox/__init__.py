@@ -7,7 +7,7 @@ questions of their own calls, and another person's question is answered 404, as 
 - `GET /`: the person's pending questions (message, mode, the deadline, and who asks: the server's host and the
   name it gives itself, the tool and its arguments);
 - `GET /q/{call_id}/{round}/{key}`: one question, with who asks: a form built from its schema (`forms.fields`), or a
-  URL question's link shown with the host a browser reaches (`questions.check_link`) for the person to open
+  URL question's link shown with the host a browser reaches (`questions.checked_link`) for the person to open
   themselves, the "Open" link being the address that was checked (the runtime never fetches it), with "Decline"
   and "Cancel" beside the answer;
 - `POST /q/{call_id}/{round}/{key}`: the answer, checked against the form (400, the form again with the errors and

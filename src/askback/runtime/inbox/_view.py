@@ -15,7 +15,7 @@ from urllib.parse import quote
 from askback.runtime.calls import Completed
 from askback.runtime.forms import Field, fields
 from askback.runtime.parked_calls import CallRecord
-from askback.runtime.questions import Link, Origin, ParkedQuestion
+from askback.runtime.questions import CheckedLink, Origin, ParkedQuestion
 from askback.terminal_text import for_terminal, shorten
 
 # Form fields are sent as `f.<name>`, so a schema field can never be taken for `action` or the token.
@@ -49,7 +49,7 @@ class Asked:
     question: ParkedQuestion
     asker: str
     deadline: float | None
-    link: Link | None = None
+    link: CheckedLink | None = None
     unsafe: str | None = None
 
     @property

@@ -193,7 +193,7 @@ def _response(raw: Any) -> Any:
         return raw
 
 
-def ended_by(tool: str, outcome: plan.Outcome) -> RunEnd | None:
+def ended_by(tool: str, outcome: plan.RoundEnd) -> RunEnd | None:
     """What a task's run comes to, from its plan's outcome: the result or the questions it answers, or the JSON-RPC
     error or tool error an MRTR call of `tool` would answer for the same exception (`failure`). `None` when the run
     is to be retried (the database, or an effect still running elsewhere: the lease runs out and the next
