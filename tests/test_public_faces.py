@@ -129,7 +129,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"sqlalchemy", "httpx"}),
     ),
     "askback.identity": (
-        frozenset({"IdentitySettings", "PeopleSignIn", "ResourceServer", "load_identity_settings"}),
+        frozenset({"IdentitySettings", "PeopleSignIn", "ResourceServer", "SignInSettings", "load_identity_settings"}),
         frozenset(),
     ),
     "askback.accounts": (
