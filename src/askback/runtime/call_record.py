@@ -66,12 +66,16 @@ class CallRecord:
         return Origin(self.server, self.server_name, self.method, self.target, self.arguments)
 
 
-_STATUS_AT = [f.name for f in fields(CallRecord)].index("status")
+_FIELDS = tuple(f.name for f in fields(CallRecord))
 _STATUSES = {s.value: s for s in CallStatus}
 
 
 def record_of(values: Sequence[Any]) -> CallRecord:
     """The record of the columns `values`, in the record's field order; the status read as a `CallStatus`."""
-    columns = list(values)
-    columns[_STATUS_AT] = _STATUSES[columns[_STATUS_AT]]
-    return CallRecord(*columns)
+    # Filled in place rather than through the frozen dataclass's __init__ (an object.__setattr__ per field): a long
+    # listing spends most of its time building records. The record has no __post_init__ to skip.
+    record = object.__new__(CallRecord)
+    attributes = record.__dict__
+    attributes.update(zip(_FIELDS, values, strict=True))
+    attributes["status"] = _STATUSES[attributes["status"]]
+    return record
