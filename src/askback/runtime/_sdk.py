@@ -211,8 +211,6 @@ class Connection:
 
     client: Client
     http: LastStatus = field(default_factory=LastStatus, repr=False)
-    # The (call id, round) being sent on this connection, to say what became of it if the connection fails.
-    sending: tuple[str, int] | None = field(default=None, init=False)
     _tools_listed: bool = field(default=False, init=False, repr=False)
 
     @property

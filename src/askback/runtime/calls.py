@@ -10,17 +10,17 @@ call durably and resume it, in any process, once the answers are in or the deadl
 
 Each round (2026-07-28) is sent by hand and its `InputRequiredResult` is kept as the server sent it, so a resume is
 the spec's retry: the answers under the server's keys and `requestState` echoed byte for byte, from any process.
-The decisions (can this round be sent, with what) are pure (`questions.resume_decision`); this module does the I/O
-around them: the store, the clock, the server. A resume is claimed in the store first, so two processes resuming
-one round send it once.
+A resume is a plan (`resume_plan`: can this round be sent, with what, and what the server's answer means, as data)
+carried out by `resume_driver` against the store, the clock and the server. It is claimed in the store first, so two
+processes resuming one round send it once.
 
 Against a 2025-11-25 server, questions are pushed on an open connection and cannot outlive it: they go to the
 interactive renderers, or wait in this process's memory only (`held`) until answered here or cancelled at their
 deadline. That is logged, once per question.
 
-Its parts: what a call comes back as (`_outcomes`), the connection and the round on the wire with the mapping of
-the SDK's failures to askback's errors (`_wire`), how answers meet their questions (`_answering`), and the tasks a
-server makes of calls, polled, answered and cancelled like parked rounds (`_tasks`).
+Its parts: what a call comes back as (`_outcomes`), the round on the wire with the mapping of the SDK's failures to
+askback's errors (`_wire`, worded by `call_errors`), how answers meet their questions (`_answering`), the resume
+(`resume_plan`, `resume_steps`, `resume_driver`), and what a task a server makes of a call means (`_tasks`).
 """
 
 from __future__ import annotations
@@ -28,35 +28,23 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Literal, cast
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Literal
 
 from askback.clock import Clock, SystemClock
 from askback.core.capabilities import MRTR_REVISION
-from askback.errors import (
-    CallError,
-    CallStateError,
-    InvalidAnswerError,
-    ResumeDueError,
-    ServerRefusedError,
-    UnansweredError,
-)
-from askback.runtime import _account_events, _answering, _sdk, _tasks, _wire
+from askback.errors import CallError, CallStateError, InvalidAnswerError, ResumeDueError, UnansweredError
+from askback.runtime import _account_events, _answering, _sdk
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Held, Outcome, Parked, Pending
+from askback.runtime._tasks import is_task, made, waiting_round
+from askback.runtime._wire import explaining, send
+from askback.runtime.call_status import CallStatus, Move, allows
 from askback.runtime.parked_calls import MIGRATIONS, CallRecord, ParkedCalls, new_call_id
-from askback.runtime.questions import (
-    Answer,
-    Link,
-    Mode,
-    Origin,
-    ParkedQuestion,
-    Ready,
-    Waiting,
-    check_link,
-    look_decision,
-    resume_decision,
-)
+from askback.runtime.questions import Answer, Link, Mode, Origin, ParkedQuestion, check_link
 from askback.runtime.renderers import Interactive, Renderer, declared_modes
+from askback.runtime.resume_driver import ResumeDriver
+from askback.runtime.resume_plan import resume_plan
+from askback.runtime.resume_steps import Limits
 from askback.settings import Settings, load_settings
 from askback.store import Store
 
@@ -153,7 +141,10 @@ class Runtime:
     async def list_tools(self, server: str) -> list[dict[str, Any]]:
         """The tools the server at URL `server` lists, as JSON; on a 2026-07-28 server, without those whose
         `x-mcp-header` annotations are invalid (the spec says not to call them)."""
-        async with self._connect(server, principal="", call_id="tools/list") as conn:
+        connection = self._connect(server, principal="", call_id="tools/list")
+        async with explaining(
+            connection, server, call_id="tools/list", sends=None, resuming=False, read_timeout=self.timeout
+        ) as conn:
             return await conn.list_tools()
 
     async def _call(
@@ -167,47 +158,50 @@ class Runtime:
         run_id: str | None,
     ) -> Completed | Parked:
         call_id = new_call_id()
-        async with self._connect(
-            server, principal=principal, call_id=call_id, target=target, arguments=arguments
+        connection = self._connect(server, principal=principal, call_id=call_id, target=target, arguments=arguments)
+        async with explaining(
+            connection, server, call_id=call_id, sends=1, resuming=False, read_timeout=self.timeout
         ) as conn:
-            outcome = await _wire.send(
+            outcome = await send(
                 conn, method, target, arguments, call_id=call_id, round_=1, modes=self.modes, read_timeout=self.timeout
             )
-            if _tasks.is_task(outcome):  # the server made a task of the call: parked, waiting on the server
-                record = await _tasks.park(self, conn, outcome, call_id, server, target, arguments, principal, run_id)
+            task: tuple[str, float] | None = None
+            if is_task(outcome):  # the server made a task of the call: parked on round 1, waiting on the server
+                task = made(outcome, server=server, call_id=call_id, kept="nothing was kept")
+                outcome = waiting_round(task[0], outcome)
             elif conn.protocol != _MODERN:
                 # 2025-11-25: questions are pushed on this connection, answered in-process (see `held`).
                 return Completed(call_id, outcome, rounds=1)
-            else:
-                now = self.clock.now()
-                record = await self.calls.add(
-                    call_id=call_id,
-                    run_id=run_id,
-                    principal=principal,
-                    server=server,
-                    protocol=conn.protocol,
-                    method=method,
-                    target=target,
-                    arguments=arguments,
-                    outcome=outcome,
-                    sent=None,
-                    deadline=now + self.settings.answer_wait,
-                    now=now,
-                    server_name=conn.server_name,
-                )
+            now = self.clock.now()
+            record = await self.calls.add(
+                call_id=call_id,
+                run_id=run_id,
+                principal=principal,
+                server=server,
+                protocol=conn.protocol,
+                method=method,
+                target=target,
+                arguments=arguments,
+                outcome=outcome,
+                sent=None,
+                deadline=now + self.settings.answer_wait,
+                now=now,
+                server_name=conn.server_name,
+                task=task,
+            )
         # No connection stays open while people answer (which may take minutes, or end with a Ctrl-C that must not
         # wait on a server's goodbye): each later round opens its own, without the discovery round trip.
-        return await self._after(record, None)
+        return await self._after(record)
 
-    async def _after(self, record: CallRecord, conn: _sdk.Connection | None) -> Completed | Parked:
+    async def _after(self, record: CallRecord) -> Completed | Parked:
         """A call just recorded or resumed: complete, or parked; interactive renderers answer it here, round after
         round, and it goes on."""
         while True:
-            if record.status == "completed":
+            if record.status == CallStatus.COMPLETED:
                 return Completed(record.id, record.result or {}, rounds=record.round)
             if await self.answer_here(record.id, by=record.principal) > 0:
                 return await self._resume_parked(record.id)
-            outcome = await self._resume(record.id, conn)
+            outcome = await self._resume(record.id)
             if not isinstance(outcome, Parked):
                 return outcome if isinstance(outcome, Completed) else await self._resume_parked(record.id)
             record = await self.calls.get(record.id)
@@ -223,7 +217,7 @@ class Runtime:
         how many questions of the round still wait. A renderer that gets no answer (`UnansweredError`, e.g. the end
         of the terminal's input) leaves that question and the rest of the round unanswered: the call stays parked."""
         record = await self.calls.get(call_id)
-        if record.status != "parked":
+        if not allows(record.status, Move.ANSWER):
             return 0
         answered = await self.calls.answers(call_id, record.round)
         waiting, unanswered = 0, False
@@ -317,9 +311,9 @@ class Runtime:
         return await self._resumed(call_id)
 
     async def _resumed(self, call_id: str, *, leave_open: str | None = None) -> Outcome:
-        outcome = await self._resume(call_id, None, leave_open=leave_open)
+        outcome = await self._resume(call_id, leave_open=leave_open)
         if isinstance(outcome, Parked) and any(isinstance(r, Interactive) for r in self.renderers):
-            return await self._after(await self.calls.get(call_id), None)
+            return await self._after(await self.calls.get(call_id))
         return outcome
 
     async def resume_due(self, *, limit: int = 100) -> list[Outcome]:
@@ -337,84 +331,16 @@ class Runtime:
             raise ResumeDueError(outcomes, errors)
         return outcomes
 
-    async def _resume(self, call_id: str, conn: _sdk.Connection | None, *, leave_open: str | None = None) -> Outcome:
-        """`leave_open`: send the round with that question unanswered, to look (`questions.look_decision`)."""
-        record = await self.calls.get(call_id)
-        now = self.clock.now()
-        if record.status == "completed":
-            return Completed(record.id, record.result or {}, rounds=record.round)
-        if record.status == "failed":
-            raise ServerRefusedError(f"call {call_id} failed: {record.error}")
-        if record.task_id is not None:
-            return await _tasks.drive(self, record, conn)
-        answers = await self.calls.answers(call_id, record.round)
-        if leave_open is None:
-            decision = resume_decision(record.questions, answers, now=now, deadline=record.deadline)
-        else:
-            decision = look_decision(record.questions, answers, open_key=leave_open, now=now, deadline=record.deadline)
-        if isinstance(decision, Waiting):
-            return self._parked(record, missing=decision.missing)
-        claim = await self.calls.claim(call_id, record.round, now=now, lease=self.settings.resume_lease)
-        if claim is None:
-            return Claimed(call_id, record.round)
-        task: tuple[str, float] | None = None
-        async with self.calls.sending(call_id, claim, round_=record.round, sent=_wire.responses(decision), now=now):
-            outcome = await self._send_round(record, decision, conn)
-            if _tasks.is_task(outcome):  # the answers were what the task needed first: it waits on the server now
-                task = _tasks.made(outcome, server=record.server, call_id=call_id, kept="the call is marked failed")
-                outcome = _tasks.waiting_round(task[0], outcome)
-        if decision.cancelled:
-            log.info(
-                "call %s round %d: deadline passed, cancelled %s", call_id, record.round, ", ".join(decision.cancelled)
-            )
-        asking = outcome.get("resultType") == "input_required"
-        # A look that finds the account still not connected is asked the same link again: not a round to count, and
-        # no more time (the call waits until its own deadline). A round past its deadline was not a look.
-        looked = leave_open is not None and leave_open not in decision.responses
-        looked_again = looked and leave_open in (outcome.get("inputRequests") or {})
-        if asking and record.round + 1 > self.settings.call_max_rounds and not looked_again:
-            error = f"the server asked for round {record.round + 1}, past this runtime's cap of {self.settings.call_max_rounds} (ASKBACK_CALL_MAX_ROUNDS)"
-            await self.calls.settle(
-                call_id, claim, round_=record.round, sent=_wire.responses(decision), outcome=None, error=error, now=now
-            )
-            raise ServerRefusedError(f"call {call_id}: {error}")
-        now = self.clock.now()
-        settled = await self.calls.settle(
-            call_id,
-            claim,
-            round_=record.round,
-            sent=_wire.responses(decision),
-            outcome=outcome,
-            deadline=record.deadline if looked_again else now + self.settings.answer_wait,
-            now=now,
-            task=task,
+    async def _resume(self, call_id: str, *, leave_open: str | None = None) -> Outcome:
+        """One resume of the call, as `resume_plan` decides it. `leave_open`: send the round with that question
+        unanswered, to look (`questions.look_decision`)."""
+        driver = ResumeDriver(self.calls, self.clock, self._connect_to, self.timeout)
+        start = await driver.snapshot(call_id)
+        settings = self.settings
+        limits = Limits(
+            settings.call_max_rounds, settings.answer_wait, settings.call_cancel_wait, settings.resume_lease
         )
-        if not settled:
-            return Claimed(call_id, record.round)
-        if task is not None:
-            return await self._resume(call_id, None)  # polls the task, as a call the server made a task of at once
-        if not asking:
-            return Completed(call_id, outcome, rounds=record.round + 1)
-        return await self._resume_parked(call_id)
-
-    async def _send_round(self, record: CallRecord, decision: Ready, conn: _sdk.Connection | None) -> dict[str, Any]:
-        if conn is None:
-            async with self._connect(
-                record.server, principal=record.principal, call_id=record.id, protocol=record.protocol
-            ) as fresh:
-                return await self._send_round(record, decision, fresh)
-        return await _wire.send(
-            conn,
-            cast(_sdk.Method, record.method),
-            record.target,
-            record.arguments,
-            call_id=record.id,
-            round_=record.round + 1,
-            modes=self.modes,
-            read_timeout=self.timeout,
-            responses=_wire.responses(decision),
-            state=(record.pending or {}).get("requestState"),
-        )
+        return await driver.run(start.call, resume_plan(start, limits, modes=self.modes, leave_open=leave_open))
 
     def _parked(self, record: CallRecord, *, missing: tuple[str, ...]) -> Parked:
         return Parked(record.id, record.round, record.questions, record.deadline, missing)
@@ -442,6 +368,10 @@ class Runtime:
 
     # The wire -----------------------------------------------------------------------------------------------
 
+    def _connect_to(self, record: CallRecord) -> AbstractAsyncContextManager[_sdk.Connection]:
+        """A connection to a parked call's server, at the protocol version it negotiated."""
+        return self._connect(record.server, principal=record.principal, call_id=record.id, protocol=record.protocol)
+
     @asynccontextmanager
     async def _connect(
         self,
@@ -453,6 +383,8 @@ class Runtime:
         target: str = "",
         arguments: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[_sdk.Connection]:
+        """A connection to `server` for call `call_id`, as the SDK gives it (`_wire.explained` says what its failures
+        mean for the call); `protocol`: the version a parked call negotiated (a resume skips the discovery)."""
         connected: list[_sdk.Connection] = []
 
         async def pushed(mode: Mode, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -461,12 +393,10 @@ class Runtime:
             return (await self._held_answer(call_id, principal, target, mode, params, origin)).wire()
 
         headers = self.headers(server) if self.headers is not None else None
-        async with _wire.connect(
+        async with _sdk.connect(
             server,
-            call_id=call_id,
             modes=self.modes,
             protocol=protocol if protocol is not None else ("legacy" if self.era == "legacy" else None),
-            resuming=protocol is not None,
             headers=headers,
             on_push=pushed,
             read_timeout=self.timeout,

@@ -67,15 +67,16 @@ from langgraph.config import get_config
 from langgraph.types import Interrupt, interrupt
 
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
+from askback.runtime.call_status import CallStatus, Move, allows
 from askback.runtime.calls import Claimed, Completed, Parked, Runtime
-from askback.runtime.parked_calls import CallRecord, CallStatus
+from askback.runtime.parked_calls import CallRecord
 from askback.runtime.questions import Answer, Mode
 
 __all__ = ["CallValue", "InterruptValue", "QuestionValue", "answers_for", "call_tool", "waiting_calls"]
 
 log = logging.getLogger("askback.runtime.langgraph")
 
-_EVERY_STATUS: tuple[CallStatus, ...] = ("parked", "resuming", "completed", "failed")
+_EVERY_STATUS: tuple[CallStatus, ...] = tuple(CallStatus)
 _ACTIONS = ("accept", "decline", "cancel")
 
 
@@ -265,7 +266,7 @@ async def _wait(
 
 async def _missing(runtime: Runtime, record: CallRecord) -> tuple[str, ...]:
     """The keys of the call's round still unanswered; none once the round can go (answered, or deadline passed)."""
-    if record.status != "parked" or record.waiting == 0:
+    if not allows(record.status, Move.ANSWER) or record.waiting == 0:
         return ()
     if record.deadline is not None and runtime.clock.now() >= record.deadline:
         return ()

@@ -3,7 +3,8 @@
 Every change runs in one transaction. A resume is claimed with one conditional UPDATE (the call must still be
 parked on that round, or claimed by a process whose lease ran out), so of two processes resuming one round exactly
 one sends it. An answer is inserted under its (call, round, key) primary key, so a second answer to the same
-question is refused rather than silently replacing the first.
+question is refused rather than silently replacing the first. Which status a call may move from, and to, is
+`call_status`'s table: every UPDATE here reads its allowed statuses from it.
 """
 
 from __future__ import annotations
@@ -11,33 +12,35 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-import anyio
-from sqlalchemy import Connection, Float, String, Table, bindparam, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Float, String, Table, bindparam, func, insert, or_, select, update
 
 from askback.db.migrate import Component
 from askback.db.sqlite import RawResult
-from askback.errors import CallStateError, ServerProtocolError, ServerRefusedError, UnknownCallError
+from askback.errors import CallStateError, UnknownCallError
 from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
-from askback.runtime.questions import Answer, Origin, ParkedQuestion, pending_questions
+from askback.runtime.call_record import CallRecord, record_of
+from askback.runtime.call_status import CallStatus, Move, allows, move, sources, target
+from askback.runtime.questions import Answer, pending_questions
 from askback.store import Store
 
 __all__ = ["MIGRATIONS", "CallRecord", "CallStatus", "ParkedCalls"]
 
 MIGRATIONS = Component("runtime", Path(__file__).parent / "migrations", VERSION_TABLE)
 
-CallStatus = Literal["parked", "resuming", "completed", "failed"]
-
 _CALLS = cast(Table, CallRow.__table__)
 _ANSWERS = cast(Table, AnswerRow.__table__)
 _ROUNDS = cast(Table, RoundRow.__table__)
 _c, _an, _r = _CALLS.c, _ANSWERS.c, _ROUNDS.c
+
+
+def _from(event: Move) -> ColumnElement[bool]:
+    """The call's status is one `event` is allowed from (`call_status.TRANSITIONS`)."""
+    return or_(*(_c.status == status.value for status in sources(event)))
+
 
 _COLUMNS = (
     _c.id, _c.run_id, _c.principal, _c.server, _c.protocol, _c.method, _c.target, _c.arguments, _c.status,
@@ -56,7 +59,7 @@ _HAS_ANSWER = select(_an.action).where(
 )
 _ONE_LESS = (
     update(_CALLS)
-    .where(_c.id == bindparam("b_id"), _c.round == bindparam("b_round"), _c.status == "parked")
+    .where(_c.id == bindparam("b_id"), _c.round == bindparam("b_round"), _from(Move.ANSWER))
     .values(waiting=_c.waiting - 1, updated_at=bindparam("b_at"))
 )
 _CLAIM = (
@@ -64,20 +67,20 @@ _CLAIM = (
     .where(
         _c.id == bindparam("b_id"),
         _c.round == bindparam("b_round"),
-        or_(_c.status == "parked", (_c.status == "resuming") & (_c.claimed_until < bindparam("b_now"))),
+        or_(_from(Move.CLAIM), _from(Move.TAKE_OVER) & (_c.claimed_until < bindparam("b_now"))),
     )
-    .values(status="resuming", claim=bindparam("b_claim"), claimed_until=bindparam("b_until"))
+    .values(status=target(Move.CLAIM).value, claim=bindparam("b_claim"), claimed_until=bindparam("b_until"))
 )
 _RELEASE = (
     update(_CALLS)
-    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"))
-    .values(status="parked", claim=None, claimed_until=None)
+    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"), _from(Move.RELEASE))
+    .values(status=target(Move.RELEASE).value, claim=None, claimed_until=None)
 )
 _PARK_NEXT = (
     update(_CALLS)
-    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"))
+    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"), _from(Move.ASK))
     .values(
-        status="parked",
+        status=target(Move.ASK).value,
         round=bindparam("b_round"),
         pending=bindparam("b_pending"),
         waiting=bindparam("b_waiting"),
@@ -89,20 +92,27 @@ _PARK_NEXT = (
 )
 # A later round answered with a task (its questions asked before the task existed): the call waits on the task now.
 _PARK_ON_TASK = _PARK_NEXT.values(task_id=bindparam("b_task"), poll_interval=bindparam("b_interval"))
-_FINISH = (
-    update(_CALLS)
-    .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"))
-    .values(
-        status=bindparam("b_status"),
-        pending=None,
-        waiting=0,
-        result=bindparam("b_result"),
-        error=bindparam("b_error"),
-        claim=None,
-        claimed_until=None,
-        updated_at=bindparam("b_at"),
+
+
+def _finish(event: Move) -> Any:
+    """The UPDATE that ends a claimed resume with `event` (complete, or fail)."""
+    return (
+        update(_CALLS)
+        .where(_c.id == bindparam("b_id"), _c.claim == bindparam("b_claim"), _from(event))
+        .values(
+            status=target(event).value,
+            pending=None,
+            waiting=0,
+            result=bindparam("b_result"),
+            error=bindparam("b_error"),
+            claim=None,
+            claimed_until=None,
+            updated_at=bindparam("b_at"),
+        )
     )
-)
+
+
+_COMPLETE, _FAIL = _finish(Move.COMPLETE), _finish(Move.FAIL)
 _SENT = (
     update(_ROUNDS)
     .where(_r.call_id == bindparam("b_call"), _r.round == bindparam("b_round"))
@@ -113,64 +123,13 @@ _DUE = (
     select(_c.id)
     .where(
         or_(
-            (_c.status == "parked") & or_(_c.waiting == 0, _c.deadline <= bindparam("now")),
-            (_c.status == "resuming") & (_c.claimed_until < bindparam("now")),
+            _from(Move.CLAIM) & or_(_c.waiting == 0, _c.deadline <= bindparam("now")),
+            _from(Move.TAKE_OVER) & (_c.claimed_until < bindparam("now")),
         )
     )
     .order_by(_c.updated_at)
     .limit(bindparam("limit"))
 )
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """A call as the store keeps it. `pending` is the server's `InputRequiredResult` (JSON) while parked;
-    `server_name` the name the server gave itself (`serverInfo`) when the call was made, if it gave one; `task_id`
-    and `poll_interval` (seconds) the task the server made of the call, if it made one."""
-
-    id: str
-    run_id: str | None
-    principal: str
-    server: str
-    protocol: str | None
-    method: str
-    target: str
-    arguments_json: str | None
-    status: CallStatus
-    round: int
-    pending_json: str | None
-    waiting: int
-    deadline: float | None
-    result_json: str | None
-    error: str | None
-    created_at: float
-    updated_at: float
-    server_name: str | None = None
-    task_id: str | None = None
-    poll_interval: float | None = None
-
-    @cached_property
-    def arguments(self) -> dict[str, Any] | None:
-        return None if self.arguments_json is None else cast(dict[str, Any], json.loads(self.arguments_json))
-
-    @cached_property
-    def pending(self) -> dict[str, Any] | None:
-        return None if self.pending_json is None else cast(dict[str, Any], json.loads(self.pending_json))
-
-    @cached_property
-    def result(self) -> dict[str, Any] | None:
-        return None if self.result_json is None else cast(dict[str, Any], json.loads(self.result_json))
-
-    @cached_property
-    def questions(self) -> tuple[ParkedQuestion, ...]:
-        """The questions of the round the call is parked on (none once it is finished)."""
-        pending = self.pending
-        return () if pending is None else pending_questions(self.id, self.round, pending, origin=self.origin)
-
-    @property
-    def origin(self) -> Origin:
-        """Which server the call went to, under which name, and what was called: shown with its questions."""
-        return Origin(self.server, self.server_name, self.method, self.target, self.arguments)
 
 
 _LISTINGS: dict[tuple[tuple[str, ...], bool, bool, bool], Any] = {}
@@ -203,7 +162,7 @@ def _record(row: Any) -> CallRecord:
     # The columns are selected in the record's field order (`_COLUMNS`): positional, which is what a long listing
     # spends its time on otherwise.
     # (SQLite's fast path gives a namespace of the same columns, in the same order.)
-    return CallRecord(*(vars(row).values() if isinstance(row, SimpleNamespace) else tuple(row)))
+    return record_of(tuple(vars(row).values()) if isinstance(row, SimpleNamespace) else tuple(row))
 
 
 def _answer(row: Any) -> Answer:
@@ -257,7 +216,7 @@ class ParkedCalls:
             "method": method,
             "target": target,
             "arguments": None if arguments is None else _dumps(arguments),
-            "status": "parked" if asking else "completed",
+            "status": move(None, Move.ASK if asking else Move.COMPLETE).value,
             "round": 1,
             "pending": pending,
             "waiting": waiting,
@@ -279,7 +238,7 @@ class ParkedCalls:
                 conn.execute(_ADD_ROUND, {"call_id": call_id, "round": 1, "asked": pending, "asked_at": now})
 
         await self.store.transaction(write, doing="park a call")
-        return _record(row[c.name] for c in _COLUMNS)
+        return record_of([row[c.name] for c in _COLUMNS])
 
     async def get(self, call_id: str) -> CallRecord:
         """The call, or `UnknownCallError`."""
@@ -303,7 +262,7 @@ class ParkedCalls:
             row = conn.execute(_GET, {"id": call_id}).first()
             if row is None:
                 raise UnknownCallError(f"no call {call_id!r}; `askback inbox list` shows the parked ones")
-            if row.status != "parked" or row.round != round_:
+            if not allows(CallStatus(row.status), Move.ANSWER) or row.round != round_:
                 raise CallStateError(
                     f"call {call_id} is not waiting on round {round_} any more ({row.status}, round {row.round})"
                 )
@@ -343,24 +302,6 @@ class ParkedCalls:
             lambda conn: conn.execute(_RELEASE, {"b_id": call_id, "b_claim": claim}), doing="release a resume"
         )
 
-    @asynccontextmanager
-    async def sending(
-        self, call_id: str, claim: str, *, round_: int, sent: Mapping[str, Any], now: float
-    ) -> AsyncIterator[None]:
-        """The block sends a claimed round. A refusal (unless the server marks it retryable) or an answer that
-        cannot be read fails the call; anything else that ends the block early (a timeout, an HTTP error, a
-        retryable refusal, a cancel) gives the claim back, and the call stays parked as it was, with its answers."""
-        try:
-            yield
-        except BaseException as exc:
-            refused = isinstance(exc, ServerRefusedError) and not exc.retryable
-            if refused or isinstance(exc, ServerProtocolError):
-                await self.settle(call_id, claim, round_=round_, sent=sent, outcome=None, error=str(exc), now=now)
-            else:
-                with anyio.CancelScope(shield=True):
-                    await self.release(call_id, claim)
-            raise
-
     async def settle(
         self,
         call_id: str,
@@ -398,11 +339,10 @@ class ParkedCalls:
                     moved = conn.execute(_PARK_ON_TASK, {**params, "b_task": task[0], "b_interval": task[1]})
             else:
                 moved = conn.execute(
-                    _FINISH,
+                    _FAIL if error is not None else _COMPLETE,
                     {
                         "b_id": call_id,
                         "b_claim": claim,
-                        "b_status": "failed" if error is not None else "completed",
                         "b_result": None if outcome is None else _dumps(outcome),
                         "b_error": error,
                         "b_at": now,
@@ -438,13 +378,15 @@ class ParkedCalls:
         *,
         principal: str | None = None,
         run_id: str | None = None,
-        status: Sequence[CallStatus] = ("parked",),
+        status: Sequence[CallStatus] = (CallStatus.PARKED,),
         limit: int = 1000,
         before: tuple[float, str] | None = None,
     ) -> list[CallRecord]:
         """Calls, newest first: by default parked ones; narrowed to one person or one run. At most `limit`; the next
         page starts `before` the last one's `(created_at, id)` (`pages` walks them all)."""
-        query = _listing(tuple(status), principal is not None, run_id is not None, before is not None)
+        query = _listing(
+            tuple(CallStatus(s).value for s in status), principal is not None, run_id is not None, before is not None
+        )
         params: dict[str, Any] = {"limit": limit}
         if principal is not None:
             params["principal"] = principal
@@ -453,14 +395,14 @@ class ParkedCalls:
         if before is not None:
             params["before_at"], params["before_id"] = before
         rows = await self.store.read(lambda conn: _tuples(conn.execute(query, params)), doing="list calls")
-        return [CallRecord(*row) for row in rows]
+        return [record_of(row) for row in rows]
 
     async def pages(
         self,
         *,
         principal: str | None = None,
         run_id: str | None = None,
-        status: Sequence[CallStatus] = ("parked",),
+        status: Sequence[CallStatus] = (CallStatus.PARKED,),
         size: int = 1000,
     ) -> AsyncIterator[list[CallRecord]]:
         """Every matching call, newest first, `size` at a time."""
@@ -473,9 +415,11 @@ class ParkedCalls:
                 return
             before = (page[-1].created_at, page[-1].id)
 
-    async def count(self, *, status: CallStatus = "parked") -> int:
+    async def count(self, *, status: CallStatus = CallStatus.PARKED) -> int:
         async with self.store.engine.connect() as conn:
-            return int((await conn.execute(select(func.count()).where(_c.status == status))).scalar_one())
+            return int(
+                (await conn.execute(select(func.count()).where(_c.status == CallStatus(status).value))).scalar_one()
+            )
 
     async def due(self, *, now: float, limit: int = 100) -> list[str]:
         """Calls that can be resumed now: every question answered, or the deadline passed, or a resume whose

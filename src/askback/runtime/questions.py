@@ -227,6 +227,10 @@ class Ready:
     responses: Mapping[str, Answer]
     cancelled: tuple[str, ...] = ()
 
+    def wire(self) -> dict[str, Any]:
+        """The round's `inputResponses` as the wire has them, under the server's keys."""
+        return {key: answer.wire() for key, answer in self.responses.items()}
+
 
 def resume_decision(
     questions: tuple[ParkedQuestion, ...], answers: Mapping[str, Answer], *, now: float, deadline: float | None

@@ -56,6 +56,7 @@ from askback.errors import AskbackError, CallError, ConfigurationError, ResumeDu
 from askback.runtime._models import WebhookRow
 from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
 from askback.runtime._unnamed_server import UnnamedServer
+from askback.runtime.call_status import CallStatus
 from askback.runtime.calls import Runtime
 from askback.standard_webhooks import Refused, Verified, verify
 from askback.standard_webhooks import secret_keys as keys
@@ -360,7 +361,7 @@ class _Receiver:
         for call_id, error in failed.items():
             # Taken: the calls that went on must not be sent again. One the server refused for good (its round
             # answered with an error) has ended failed; any other waits as it was, for its own retry.
-            ended = (await runtime.calls.get(call_id)).status == "failed"
+            ended = (await runtime.calls.get(call_id)).status == CallStatus.FAILED
             status = "failed" if ended else "not_resumed"
             how = "ended failed" if ended else "could not go on and waits as it was"
             log.warning("webhook %s: call %s %s: %s", webhook_id, call_id, how, error)

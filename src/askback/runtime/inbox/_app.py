@@ -20,6 +20,7 @@ from askback.asgi import AllowedHosts, FormGuard, HostGuard
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
 from askback.extension import Mounted
 from askback.pages import PageKit, SignIn
+from askback.runtime.call_status import Move, allows
 from askback.runtime.calls import Claimed, Runtime
 from askback.runtime.inbox import _view
 from askback.runtime.inbox._forms import Refused, read_answer, refused_by_the_runtime
@@ -105,7 +106,7 @@ class _Inbox:
         if record.principal != person:
             return None
         question = next((q for q in record.questions if q.round == round_ and q.key == key), None)
-        if question is None or record.status != "parked":
+        if question is None or not allows(record.status, Move.ANSWER):
             return record
         if key in await self.runtime.calls.answers(call_id, round_):
             return record

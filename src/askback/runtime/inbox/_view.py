@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
+from askback.runtime.call_status import CallStatus
 from askback.runtime.calls import Completed
 from askback.runtime.forms import Field, fields
 from askback.runtime.parked_calls import CallRecord
@@ -357,13 +358,13 @@ def call(base: str, record: CallRecord, pending: Sequence[ParkedQuestion], *, re
     who = asker(record.method, record.target)
     state: Literal["completed", "failed", "resuming", "pending", "answered"]
     text = ""
-    if record.status == "completed":
+    if record.status == CallStatus.COMPLETED:
         result = Completed(record.id, record.result or {}, rounds=record.round)
         state, title = "completed", "The tool reported an error" if result.is_error else "Done"
         text = result.text or "(no text)"
-    elif record.status == "failed":
+    elif record.status == CallStatus.FAILED:
         state, title, text = "failed", "The call failed", record.error or "The server gave no reason."
-    elif record.status == "resuming":
+    elif record.status == CallStatus.RESUMING:
         state, title = "resuming", "Being sent back"
     elif pending:
         state, title = "pending", "The server asked again" if resumed else "Waiting for your answers"
