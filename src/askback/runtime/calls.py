@@ -40,7 +40,7 @@ from askback.runtime._tasks import is_task, made, waiting_round
 from askback.runtime._wire import explaining, send
 from askback.runtime.call_status import CallStatus, Move, allows
 from askback.runtime.parked_calls import MIGRATIONS, CallRecord, ParkedCalls, new_call_id
-from askback.runtime.questions import Answer, Link, Mode, Origin, ParkedQuestion, check_link
+from askback.runtime.questions import Answer, CheckedLink, Mode, Origin, ParkedQuestion, checked_link
 from askback.runtime.renderers import Interactive, Renderer, declared_modes
 from askback.runtime.resume_driver import ResumeDriver
 from askback.runtime.resume_plan import resume_plan
@@ -291,12 +291,12 @@ class Runtime:
         """The questions of `inbox(...)`, alone."""
         return [p.question for p in await self.inbox(principal=principal, run_id=run_id)]
 
-    def link(self, question: ParkedQuestion) -> Link:
+    def link(self, question: ParkedQuestion) -> CheckedLink:
         """A URL question's link as a browser reads it: the address to hand the browser and the host it reaches
         (`UnsafeLinkError` when the link must not be shown as one)."""
         if question.url is None:
             raise InvalidAnswerError(f"question {question.key!r} has no link")
-        return check_link(question.url, development=self.settings.development)
+        return checked_link(question.url, development=self.settings.development)
 
     def link_host(self, question: ParkedQuestion) -> str:
         """The host to show for a URL question (`UnsafeLinkError` when its link must not be shown as one)."""
