@@ -30,16 +30,6 @@ KNOWN: set[frozenset[str]] = {
     ),
     frozenset({"askback.identity._jwt", "askback.identity._settings"}),
     frozenset({"askback.runtime._account_events", "askback.runtime._tasks", "askback.runtime.calls"}),
-    frozenset(
-        {
-            "askback.server._meta",
-            "askback.server.app",
-            "askback.server.tasks",
-            "askback.server.tasks._account_waits",
-            "askback.server.tasks._extension",
-            "askback.server.tasks._runner",
-        }
-    ),
 }
 
 

@@ -9,11 +9,8 @@ the handler in the background under a lease) and `_extension` (the SDK extension
 
 from __future__ import annotations
 
-from typing import Literal
-
 from askback.server.tasks._extension import TASKS_EXTENSION, TasksExtension, iso_time, task_view
+from askback.server.tasks._host import TaskSupport
 from askback.server.tasks.status import TERMINAL, TaskStatus
 
 __all__ = ["TASKS_EXTENSION", "TERMINAL", "TaskStatus", "TaskSupport", "TasksExtension", "iso_time", "task_view"]
-
-TaskSupport = Literal["optional", "required"]

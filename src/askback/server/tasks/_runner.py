@@ -48,12 +48,12 @@ from askback.errors import AskbackError, EffectInProgressError, StoreUnavailable
 from askback.server._catalogue import argument_problems
 from askback.server.round import Abandoned, Handler, RoundConfig, TaskRun, failure, run_task_round
 from askback.server.tasks import _rows
+from askback.server.tasks._host import TaskHost
 from askback.server.tasks._rows import TaskRecord, change, read_task
 from askback.server.tasks.status import TaskStatus
 from askback.store import EffectClaim
 
 if TYPE_CHECKING:
-    from askback.server.app import Askback
     from askback.store import Store
 
 __all__ = [
@@ -98,7 +98,7 @@ class TaskConfig:
     lease: float
 
 
-def task_config(app: Askback) -> TaskConfig:
+def task_config(app: TaskHost) -> TaskConfig:
     """The app's `TaskConfig`, from its `RoundConfig` (built on first use, once every extension is in)."""
 
     def tool(name: str) -> TaskTool:
