@@ -169,7 +169,7 @@ async def test_askback_tool_error_is_the_same_tool_result_as_the_sdk_one(
     for app in (build(askback.ToolError), build(SdkToolError)):
         async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
             results.append(await client.session.call_tool("delete_project", {"project_id": "prj_9"}))
-            rejected = await (await app.store()).audit(AuditFilter(event="rejected"))
+            rejected = await (await app.store()).audit_log.query(AuditFilter(event="rejected"))
             trails.append([(e.tool, e.outcome, e.detail) for e in rejected][-1:])
     assert results[0].model_dump(by_alias=True) == results[1].model_dump(by_alias=True)
     assert results[0].is_error is True

@@ -140,7 +140,7 @@ async def _listing(
     if principal is not None:
         query = query.where(TaskRow.principal == principal)
     query = query.order_by(TaskRow.created_at.desc(), TaskRow.task_id).limit(limit)
-    ids = await store.read(lambda conn: [row.task_id for row in conn.execute(query).all()], doing="list tasks")
+    ids = await store.database.read(lambda conn: [row.task_id for row in conn.execute(query).all()], doing="list tasks")
     found = [await read_task(store, task_id, now=now) for task_id in ids]
     return [record for record in found if record is not None]
 

@@ -89,7 +89,7 @@ class Runtime:
         era: Literal["auto", "legacy"] = "auto",
     ) -> None:
         self.store = store
-        self.calls = ParkedCalls(store)
+        self.calls = ParkedCalls(store.database)
         self.renderers = tuple(renderers)
         self.modes = declared_modes(self.renderers)
         self.clock: Clock = clock or SystemClock()

@@ -21,12 +21,12 @@ from typing import Any, Literal, cast
 import anyio
 from sqlalchemy import Connection, Float, String, Table, bindparam, func, insert, or_, select, update
 
+from askback.db.database import Database
 from askback.db.migrate import Component
 from askback.db.sqlite import RawResult
 from askback.errors import CallStateError, ServerProtocolError, ServerRefusedError, UnknownCallError
 from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
 from askback.runtime.questions import Answer, Origin, ParkedQuestion, pending_questions
-from askback.store import Store
 
 __all__ = ["MIGRATIONS", "CallRecord", "CallStatus", "ParkedCalls"]
 
@@ -222,7 +222,7 @@ def _dumps(value: Any) -> str:
 class ParkedCalls:
     """The runtime's calls in `store` (opened with the runtime's component among its migrations)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Database) -> None:
         self.store = store
 
     async def add(

@@ -315,7 +315,7 @@ class Askback:
 
     async def _write_audit(self, events: list[AuditEvent]) -> None:
         store = await self.store()
-        await store.add_audit_many(events)
+        await store.audit_log.add_many(events)
 
     # -- serving --
 

@@ -187,8 +187,8 @@ def build_app(
         problems: list[str] = []
         try:
             store = await server.store()
-            await store.ping()
-            if await store.schema_behind():
+            await store.database.ping()
+            if await store.database.schema_behind():
                 problems.append("the database schema is older than this release needs: run `askback db upgrade`")
         except AskbackError:
             # The details (host, user, database) go to the log, not to an unauthenticated probe.

@@ -231,7 +231,7 @@ async def cancel(
         events = audit_events(after, RunEnd(reason="cancelled"), at=now, instance=instance)
         for event in events:
             emit(event)
-        await store.add_audit_many(events)
+        await store.audit_log.add_many(events)
     return before, after
 
 
@@ -312,7 +312,7 @@ class TaskRunner:
     async def _write_audit(self, events: list[AuditEvent]) -> None:
         for event in events:
             emit(event)
-        await (await self.config.round.store()).add_audit_many(events)
+        await (await self.config.round.store()).audit_log.add_many(events)
 
     async def _drive(self, task_id: str) -> None:
         again = True
@@ -329,7 +329,7 @@ class TaskRunner:
             if record is None or record.status != TaskStatus.WORKING or record.lease_owner != self.owner:
                 return
             # Read before the handler reads anything: what happens from here on is after this id in the log.
-            since = None if self.on_waiting is None else await store.latest_event_id()
+            since = None if self.on_waiting is None else await store.events.latest_event_id()
             run = await self._run_holding_lease(record)
             ended = None if run is None else ended_by(record.tool, run.outcome)
             if run is None or ended is None:
