@@ -26,7 +26,7 @@ from askback.accounts.connections import (
 )
 from askback.accounts.repository import Account, Accounts
 from askback.accounts.status import Event, Status, transition
-from askback.accounts.tokens._auth import _AccountAuth
+from askback.accounts.tokens._auth import AccountAuth
 from askback.accounts.tokens._policy import (
     PROVIDER_TIMEOUT,
     Backoff,
@@ -39,7 +39,7 @@ from askback.accounts.tokens._policy import (
     decide,
     judge_token_response,
 )
-from askback.accounts.tokens._rows import TokenRows, _Claim
+from askback.accounts.tokens._rows import Claim, TokenRows
 from askback.accounts.vault import Vault
 from askback.clock import Clock
 from askback.errors import AccountStateError, AskbackError, ConfigurationError, ProviderError
@@ -182,7 +182,12 @@ class TokenKeeper:
                 f"Connection {connection.name!r} names no header for its key, so requests cannot carry it: set "
                 "header (and scheme) on the connection, or take the key with `await account.token()`."
             )
-        return _AccountAuth(self, account, connection)
+        return AccountAuth(
+            account,
+            connection,
+            usable=self._usable,
+            refreshed=lambda seen: self._refresh(account, connection, seen=seen, force=True),
+        )
 
     # -- disconnecting --
 
@@ -267,7 +272,7 @@ class TokenKeeper:
         return outcome, outcome.tokens
 
     async def _refresh_claimed(
-        self, claim: _Claim, account: Account, connection: OAuthConnection, held: Held, step: Refresh
+        self, claim: Claim, account: Account, connection: OAuthConnection, held: Held, step: Refresh
     ) -> Held | AskbackError | None:
         """Ask the provider for new tokens, holding the claim and no transaction, then write what it answered. `None`
         when nothing could be written because the account changed meanwhile."""
@@ -292,7 +297,7 @@ class TokenKeeper:
         return Held(Status.ACTIVE, None, fresh, version, sealed=sealed)
 
     async def _refresh_failed(
-        self, claim: _Claim, account: Account, before: Held, exc: ProviderError
+        self, claim: Claim, account: Account, before: Held, exc: ProviderError
     ) -> ProviderError | None:
         failures, retry_at = 0, None
         if exc.reason == "rejected" and exc.error == "invalid_grant":

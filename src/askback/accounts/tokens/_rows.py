@@ -77,7 +77,7 @@ _SET_BACKOFF = (
 
 
 @dataclass
-class _Claim:
+class Claim:
     """A refresh claim this keeper holds on an account: `owner` is written in the account's row."""
 
     account_id: str
@@ -189,10 +189,10 @@ class TokenRows:
         )
 
     @asynccontextmanager
-    async def claim(self, account_id: str, held: Held, *, lease: float) -> AsyncIterator[_Claim | None]:
+    async def claim(self, account_id: str, held: Held, *, lease: float) -> AsyncIterator[Claim | None]:
         """The account's refresh claim, taken in one short transaction if nobody holds it and the account is still
         as `held` (`None` otherwise), and let go at the end unless the outcome's write did."""
-        claim = _Claim(account_id, secrets.token_urlsafe(12))
+        claim = Claim(account_id, secrets.token_urlsafe(12))
         now = self.clock.now()
         params = {
             "b_id": account_id,
@@ -221,7 +221,7 @@ class TokenRows:
 
     async def write(
         self,
-        claim: _Claim | None,
+        claim: Claim | None,
         before: Held,
         event: Event,
         *,
