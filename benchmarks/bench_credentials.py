@@ -109,7 +109,7 @@ async def fetch_latency(kind: str, url: str, *, callers: int, rounds: int, sprea
         authorize_url="http://127.0.0.1:9/auth",
         token_url="http://127.0.0.1:9/token",
     )
-    keeper = TokenKeeper(Accounts(store), Vault(new_key()), Connections([connection]), clock=clock)
+    keeper = TokenKeeper(Accounts(store.database), Vault(new_key()), Connections([connection]), clock=clock)
     try:
         tokens = TokenSet("at-" + new_state(), refresh_token="rt-" + new_state(), expires_at=clock.now() + 86400)
         accounts = [
@@ -185,7 +185,7 @@ async def keepers(url: str, connection: OAuthConnection, clock: FrozenClock) -> 
     """Two keepers, each on its own store (engine) of one database, sharing the vault."""
     vault = Vault(new_key())
     stores = [await Store.open(url, migrate=True, components=all_components()) for _ in range(2)]
-    kept = [TokenKeeper(Accounts(s), vault, Connections([connection]), clock=clock, leeway=60) for s in stores]
+    kept = [TokenKeeper(Accounts(s.database), vault, Connections([connection]), clock=clock, leeway=60) for s in stores]
     try:
         yield kept
     finally:

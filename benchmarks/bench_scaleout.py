@@ -197,7 +197,7 @@ def _upgrade(url: str) -> None:
     async def upgrade() -> None:
         store = await Store.open(url, migrate=False, check=False)
         try:
-            await store.upgrade()
+            await store.database.upgrade()
         finally:
             await store.close()
 

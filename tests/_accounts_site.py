@@ -86,7 +86,7 @@ async def serve_site(
     connections = Connections([oauth, ApiKeyConnection(name="notes", label="Notes API key")])
     vault = Vault(new_key())
     clock = FrozenClock(at=time.time())
-    accounts = Accounts(store)
+    accounts = Accounts(store.database)
     tokens = TokenKeeper(accounts, vault, connections, clock=clock)
     service = AccountService(
         accounts=accounts,

@@ -102,7 +102,7 @@ async def audit(database_url: str, **filters: Any) -> list[AuditEvent]:
     """The audit events matching `filters` (the fields of `AuditFilter`), oldest first, read from the database."""
     store = await Store.open(database_url, migrate=False)
     try:
-        return await store.audit(AuditFilter(**filters))
+        return await store.audit_log.query(AuditFilter(**filters))
     finally:
         await store.close()
 

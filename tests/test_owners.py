@@ -122,7 +122,7 @@ def test_answers_are_encoded_one_way_in_the_state_and_on_the_server() -> None:
 def test_every_product_names_its_tables_by_the_one_convention() -> None:
     from askback.accounts._models import Base as AccountsBase
     from askback.runtime._models import Base as RuntimeBase
-    from askback.store._models import Base as StoreBase
+    from askback.store.models import Base as StoreBase
 
     bases = (StoreBase, AccountsBase, RuntimeBase)
     assert all(
@@ -169,7 +169,7 @@ async def test_askback_tool_error_is_the_same_tool_result_as_the_sdk_one(
     for app in (build(askback.ToolError), build(SdkToolError)):
         async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
             results.append(await client.session.call_tool("delete_project", {"project_id": "prj_9"}))
-            rejected = await (await app.store()).audit(AuditFilter(event="rejected"))
+            rejected = await (await app.store()).audit_log.query(AuditFilter(event="rejected"))
             trails.append([(e.tool, e.outcome, e.detail) for e in rejected][-1:])
     assert results[0].model_dump(by_alias=True) == results[1].model_dump(by_alias=True)
     assert results[0].is_error is True

@@ -309,8 +309,12 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset(
             {
                 "MIGRATIONS",
+                "AuditLog",
                 "Completion",
+                "Database",
                 "EffectClaim",
+                "EventLog",
+                "Flows",
                 "HeldAnswers",
                 "RoundClaim",
                 "RoundRecord",

@@ -28,7 +28,7 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
 from starlette.datastructures import FormData, Headers, MutableHeaders
@@ -36,9 +36,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-if TYPE_CHECKING:
-    from askback.settings import Settings
 
 __all__ = [
     "API_HEADERS",
@@ -272,6 +269,16 @@ def _url_host(url: str) -> str | None:
     return parsed[0] if parsed is not None else None
 
 
+class HostSettings(Protocol):
+    """The settings that name the hosts a server answers (askback's `Settings`)."""
+
+    @property
+    def allowed_hosts(self) -> Sequence[str]: ...
+
+    @property
+    def public_url(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class AllowedHosts:
     """The hosts a server answers, on any port: `names` (exact) and `suffixes` (`.example.com` for the entry
@@ -304,7 +311,7 @@ class AllowedHosts:
 
     @classmethod
     def configured(
-        cls, settings: Settings, hosts: Iterable[str] = (), *, urls: Iterable[str | None] = ()
+        cls, settings: HostSettings, hosts: Iterable[str] = (), *, urls: Iterable[str | None] = ()
     ) -> AllowedHosts:
         """The hosts `settings` configure (`ASKBACK_ALLOWED_HOSTS`, `ASKBACK_PUBLIC_URL`'s host), with `hosts` and the
         hosts of `urls` besides."""

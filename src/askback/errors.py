@@ -63,8 +63,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mcp.shared.exceptions import MCPError
 
-    from askback.runtime._outcomes import Outcome
-
 # JSON-RPC codes (the spec's; the SDK's `mcp_types` names them too). Written out so that importing the error tree,
 # which every command does, does not import the SDK.
 INTERNAL_ERROR = -32603
@@ -365,11 +363,11 @@ class ServerHTTPError(CallError):
 class ResumeDueError(CallError):
     """`Runtime.resume_due` resumed every call that was due (or `Runtime.account_active` sent back every call
     waiting for the account), and some of them could not go on: one call's server being down or refusing never
-    keeps the others from going. `outcomes` holds what the others came to, in the order they were tried; `errors`
-    maps each call id that could not go on to its error, which says what became of that call (most stay parked, to
-    be resumed again)."""
+    keeps the others from going. `outcomes` holds what the others came to (the runtime's `Outcome`s: the error tree
+    names no product's types), in the order they were tried; `errors` maps each call id that could not go on to its
+    error, which says what became of that call (most stay parked, to be resumed again)."""
 
-    def __init__(self, outcomes: Sequence[Outcome], errors: Mapping[str, CallError], *, of: str = "due calls") -> None:
+    def __init__(self, outcomes: Sequence[Any], errors: Mapping[str, CallError], *, of: str = "due calls") -> None:
         done = len(outcomes)
         said = "; ".join(f"call {call_id}: {error}" for call_id, error in errors.items())
         super().__init__(f"{len(errors)} of {done + len(errors)} {of} could not be resumed ({done} went on): {said}")

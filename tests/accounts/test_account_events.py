@@ -52,7 +52,7 @@ CATALOGUE: dict[tuple[Status | None, Event], str | None] = {
 @pytest.fixture
 async def store(any_database: str) -> AsyncIterator[Store]:
     opened = await Store.open(any_database, migrate=True, components=all_components())
-    opened.event_poll_interval = 0.02
+    opened.events.poll_interval = 0.02
     try:
         yield opened
     finally:
@@ -95,15 +95,15 @@ def test_each_change_is_its_catalogue_event(change: tuple[Status | None, Event],
 async def test_a_change_writes_its_event_with_the_account_and_the_change_and_creation_writes_none(
     store: Store,
 ) -> None:
-    accounts = Accounts(store)
+    accounts = Accounts(store.database)
     account_id, _ = await accounts.begin_connect("alice", "gmail", label="work", flow_id="f1", now=NOW, ttl=600)
-    assert await store.events_after(0) == []
+    assert await store.events.events_after(0) == []
     await accounts.change(account_id, Event.CONNECTED, now=NOW + 1, reason="granted", credential="ciphertext")
     await accounts.change(account_id, Event.REJECTED, now=NOW + 2, reason="invalid_grant")
     await accounts.change(account_id, Event.CONNECTED, now=NOW + 3, reason="granted again", credential="c2")
     await accounts.change(account_id, Event.REVOKED, now=NOW + 4, reason="by the person")
 
-    events = await take(AccountEvents(store).events(since=0), 4)
+    events = await take(AccountEvents(store.events).events(since=0), 4)
     assert [(e.type, e.old_status, e.new_status, e.reason, e.at) for e in events] == [
         ("account.connected", P, A, "granted", NOW + 1),
         ("account.expired", A, E, "invalid_grant", NOW + 2),
@@ -118,29 +118,29 @@ async def test_a_change_writes_its_event_with_the_account_and_the_change_and_cre
 
 
 async def test_a_change_that_is_rolled_back_leaves_no_event(store: Store) -> None:
-    accounts = Accounts(store)
+    accounts = Accounts(store.database)
     account_id = await connected(accounts, "alice", "gmail")
-    before = await store.latest_event_id()
+    before = await store.events.latest_event_id()
 
     def write_then_fail(conn: sa.Connection) -> None:
         append_event(conn, type="account.error", at=NOW, data={"account_id": account_id})
         raise LookupError("the rest of the change failed")
 
     with pytest.raises(LookupError):
-        await store.transaction(write_then_fail, doing="change an account")
-    assert await store.latest_event_id() == before
+        await store.database.transaction(write_then_fail, doing="change an account")
+    assert await store.events.latest_event_id() == before
 
 
 async def test_no_event_holds_the_credential_or_its_ciphertext(store: Store) -> None:
     canary = "canary-access-token-7f3a9c"
     vault = Vault(new_key())
-    accounts = Accounts(store)
+    accounts = Accounts(store.database)
     account_id, _ = await accounts.begin_connect("alice", "gmail", flow_id="f1", now=NOW, ttl=600)
     sealed = vault.seal(account_id, {"access_token": canary, "refresh_token": canary + "-refresh"})
     await accounts.change(account_id, Event.CONNECTED, now=NOW + 1, credential=sealed, expires_at=NOW + 3600)
     resealed = vault.seal(account_id, {"access_token": canary + "-2"})
     await accounts.change(account_id, Event.REFRESHED, now=NOW + 2, credential=resealed, expires_at=NOW + 7200)
-    async with store.engine.connect() as conn:
+    async with store.database.engine.connect() as conn:
         rows = (await conn.execute(sa.text("SELECT type, data FROM askback_events"))).all()
     assert [row.type for row in rows] == ["account.connected", "account.refreshed"]
     dumped = repr(rows)
@@ -151,14 +151,14 @@ async def test_no_event_holds_the_credential_or_its_ciphertext(store: Store) -> 
 
 
 async def test_the_log_reads_after_a_cursor_by_exact_name_or_family_up_to_a_limit(store: Store) -> None:
-    assert await store.latest_event_id() == 0
+    assert await store.events.latest_event_id() == 0
 
     def write(conn: sa.Connection) -> None:
         for kind in ("account.connected", "audit.asked", "account.revoked", "accounting.x", "account.connected"):
             append_event(conn, type=kind, at=NOW, data={"kind": kind})
 
-    await store.transaction(write, doing="write events")
-    every = await store.events_after(0)
+    await store.database.transaction(write, doing="write events")
+    every = await store.events.events_after(0)
     assert [e.type for e in every] == [
         "account.connected",
         "audit.asked",
@@ -166,34 +166,34 @@ async def test_the_log_reads_after_a_cursor_by_exact_name_or_family_up_to_a_limi
         "accounting.x",
         "account.connected",
     ]
-    assert [e.id for e in every] == sorted(e.id for e in every) and await store.latest_event_id() == every[-1].id
+    assert [e.id for e in every] == sorted(e.id for e in every) and await store.events.latest_event_id() == every[-1].id
     assert every[0].data == {"kind": "account.connected"}
-    family = await store.events_after(0, types=["account.*"])
+    family = await store.events.events_after(0, types=["account.*"])
     assert [e.type for e in family] == ["account.connected", "account.revoked", "account.connected"]
-    exact = await store.events_after(every[0].id, types=["account.connected", "audit.*"])
+    exact = await store.events.events_after(every[0].id, types=["account.connected", "audit.*"])
     assert [e.id for e in exact] == [every[1].id, every[4].id]
-    assert [e.id for e in await store.events_after(every[1].id, limit=2)] == [every[2].id, every[3].id]
+    assert [e.id for e in await store.events.events_after(every[1].id, limit=2)] == [every[2].id, every[3].id]
 
 
 async def test_a_wait_answers_at_once_when_an_event_is_there_and_false_at_its_timeout(store: Store) -> None:
     def write(conn: sa.Connection) -> None:
         append_event(conn, type="account.connected", at=NOW, data={})
 
-    await store.transaction(write, doing="write an event")
-    latest = await store.latest_event_id()
+    await store.database.transaction(write, doing="write an event")
+    latest = await store.events.latest_event_id()
     with anyio.fail_after(5):
-        assert await store.wait_for_events(latest - 1, timeout=30) is True
+        assert await store.events.wait_for_events(latest - 1, timeout=30) is True
         started = anyio.current_time()
-        assert await store.wait_for_events(latest, timeout=0.2) is False
+        assert await store.events.wait_for_events(latest, timeout=0.2) is False
     assert anyio.current_time() - started >= 0.2
 
 
 async def test_a_waiter_wakes_when_another_store_commits_an_event(any_database: str, store: Store) -> None:
-    latest = await store.latest_event_id()
+    latest = await store.events.latest_event_id()
     woke: list[bool] = []
 
     async def wait() -> None:
-        woke.append(await store.wait_for_events(latest, timeout=30))
+        woke.append(await store.events.wait_for_events(latest, timeout=30))
 
     other = await Store.open(any_database, components=all_components())
     try:
@@ -201,8 +201,8 @@ async def test_a_waiter_wakes_when_another_store_commits_an_event(any_database: 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait)
                 await anyio.wait_all_tasks_blocked()
-                await Accounts(other).change(
-                    await _pending(Accounts(other)), Event.CONNECTED, now=NOW, credential="ciphertext"
+                await Accounts(other.database).change(
+                    await _pending(Accounts(other.database)), Event.CONNECTED, now=NOW, credential="ciphertext"
                 )
     finally:
         await other.close()
@@ -213,8 +213,8 @@ async def test_a_waiter_wakes_when_another_store_commits_an_event(any_database: 
 
 
 async def test_a_subscription_filters_by_type_principal_and_connection(store: Store) -> None:
-    accounts = Accounts(store)
-    subscription = AccountEvents(store)
+    accounts = Accounts(store.database)
+    subscription = AccountEvents(store.events)
     mine = subscription.events(types=["account.revoked"], principal="alice", connection="gmail", since=0)
     alices_gmail = await connected(accounts, "alice", "gmail")
     bobs_gmail = await connected(accounts, "bob", "gmail")
@@ -230,8 +230,8 @@ async def test_a_subscription_filters_by_type_principal_and_connection(store: St
 async def test_a_subscription_from_now_on_skips_earlier_events_and_since_a_cursor_goes_on_after_it(
     store: Store,
 ) -> None:
-    accounts = Accounts(store)
-    subscription = AccountEvents(store)
+    accounts = Accounts(store.database)
+    subscription = AccountEvents(store.events)
     earlier = await connected(accounts, "alice", "gmail")
     [first] = await take(subscription.events(since=0), 1)
     assert first.account_id == earlier
@@ -260,7 +260,7 @@ async def test_a_subscription_from_now_on_skips_earlier_events_and_since_a_curso
 
 async def test_a_subscription_to_an_unknown_type_is_refused(store: Store) -> None:
     with pytest.raises(ConfigurationError, match=r"account\.conected"):
-        await anext(AccountEvents(store).events(types=["account.conected"]))
+        await anext(AccountEvents(store.events).events(types=["account.conected"]))
 
 
 async def test_the_extension_refuses_a_subscription_before_its_app_started() -> None:
@@ -283,8 +283,8 @@ async def test_a_store_whose_listening_connection_was_cut_listens_again(fresh_pg
     store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
     other = await Store.open(fresh_pg_url, components=all_components())
     try:
-        assert await store.wait_for_events(0, timeout=0.05) is False  # listening from now on
-        async with other.engine.connect() as conn:
+        assert await store.events.wait_for_events(0, timeout=0.05) is False  # listening from now on
+        async with other.database.engine.connect() as conn:
             cut = await conn.execute(
                 sa.text(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -295,14 +295,14 @@ async def test_a_store_whose_listening_connection_was_cut_listens_again(fresh_pg
         woke: list[bool] = []
 
         async def wait() -> None:
-            woke.append(await store.wait_for_events(0, timeout=30))
+            woke.append(await store.events.wait_for_events(0, timeout=30))
 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait)
                 await anyio.wait_all_tasks_blocked()
-                await Accounts(other).change(
-                    await _pending(Accounts(other)), Event.CONNECTED, now=NOW, credential="ciphertext"
+                await Accounts(other.database).change(
+                    await _pending(Accounts(other.database)), Event.CONNECTED, now=NOW, credential="ciphertext"
                 )
         assert woke == [True]
     finally:

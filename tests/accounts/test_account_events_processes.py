@@ -32,7 +32,7 @@ from askback.store import Store
 async def main(url: str) -> None:
     store = await Store.open(url, migrate=False, components=all_components())
     try:
-        accounts = Accounts(store)
+        accounts = Accounts(store.database)
         account_id, _ = await accounts.begin_connect("carol", "mail", flow_id=None, now=time.time(), ttl=600)
         print(account_id, flush=True)
         sys.stdin.readline()
@@ -48,7 +48,7 @@ anyio.run(main, sys.argv[1])
 async def test_a_subscriber_sees_a_grant_another_process_made_within_two_seconds(any_database: str) -> None:
     store = await Store.open(any_database, migrate=True, components=all_components())
     # On PostgreSQL only NOTIFY can wake the subscriber within 2 s: it waits up to a minute between reads.
-    subscription = AccountEvents(store, wait=60)
+    subscription = AccountEvents(store.events, wait=60)
     other = await anyio.open_process([sys.executable, "-c", OTHER_INSTANCE, any_database], cwd=ROOT)
     try:
         assert other.stdin is not None and other.stdout is not None
@@ -59,7 +59,7 @@ async def test_a_subscriber_sees_a_grant_another_process_made_within_two_seconds
 
         account_id = await line()
         got: list[tuple[AccountEvent, float]] = []
-        since = await store.latest_event_id()
+        since = await store.events.latest_event_id()
 
         async def subscribe() -> None:
             events = subscription.events(types=["account.connected"], principal="carol", since=since)

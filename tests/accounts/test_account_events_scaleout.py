@@ -76,10 +76,10 @@ async def test_a_subscriber_sees_a_grant_completed_through_instances_behind_ngin
     got: list[tuple[AccountEvent, float]] = []
     steps: list[str] = []
     try:
-        since = await store.latest_event_id()
+        since = await store.events.latest_event_id()
 
         async def subscribe() -> None:
-            events = AccountEvents(store, wait=60).events(types=["account.connected"], since=since)
+            events = AccountEvents(store.events, wait=60).events(types=["account.connected"], since=since)
             async with aclosing(events):
                 async for event in events:
                     got.append((event, time.monotonic()))

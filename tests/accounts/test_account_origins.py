@@ -280,7 +280,9 @@ async def setup(tmp_path: Path, api: Recorder, other: Recorder) -> AsyncIterator
             ApiKeyConnection(name="keyed", header="X-Api-Key", origins=[api.base]),
         ]
     )
-    keeper = TokenKeeper(Accounts(store), Vault(new_key("test")), connections, clock=FrozenClock(at=1_800_000_000))
+    keeper = TokenKeeper(
+        Accounts(store.database), Vault(new_key("test")), connections, clock=FrozenClock(at=1_800_000_000)
+    )
     try:
         yield Accounts_(keeper, api, other)
     finally:

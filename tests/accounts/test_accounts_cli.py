@@ -36,7 +36,7 @@ async def seeded(tmp_path: Path) -> tuple[dict[str, str], str, str]:
     url = f"sqlite:///{tmp_path / 'askback.db'}"
     store = await Store.open(url, migrate=True, components=all_components())
     try:
-        accounts = Accounts(store)
+        accounts = Accounts(store.database)
         key_account, _ = await accounts.begin_connect("alice", "openai", flow_id="f1", now=1_000.0, ttl=600)
         sealed = Vault(KEY).seal(key_account, {"api_key": SECRET})
         await accounts.change(key_account, Event.CONNECTED, now=1_001.0, credential=sealed)
@@ -80,7 +80,7 @@ async def test_revoking_an_account_deletes_its_credential_and_says_revoked(tmp_p
     assert shown["status"] == "REVOKED" and shown["events"][-1]["event"] == "revoked"
     store = await Store.open(env["ASKBACK_DATABASE_URL"], components=all_components())
     try:
-        assert await Accounts(store).sealed_credential(key_account) is None
+        assert await Accounts(store.database).sealed_credential(key_account) is None
     finally:
         await store.close()
 

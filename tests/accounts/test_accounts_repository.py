@@ -24,13 +24,13 @@ NOW = 1_000_000.0
 async def accounts(any_database: str) -> AsyncIterator[Accounts]:
     store = await Store.open(any_database, migrate=True, components=all_components())
     try:
-        yield Accounts(store)
+        yield Accounts(store.database)
     finally:
         await store.close()
 
 
 async def events(accounts: Accounts, account_id: str) -> list[tuple[str, str | None, str]]:
-    async with accounts.store.engine.connect() as conn:
+    async with accounts.database.engine.connect() as conn:
         rows = await conn.execute(
             sa.text("SELECT event, before, after FROM askback_account_events WHERE account_id = :a ORDER BY id"),
             {"a": account_id},
@@ -47,7 +47,7 @@ async def test_a_new_account_starts_pending_with_a_link_whose_token_is_not_store
         "gmail",
     )
     assert await events(accounts, account_id) == [("start", None, "PENDING")]
-    async with accounts.store.engine.connect() as conn:
+    async with accounts.database.engine.connect() as conn:
         stored = (await conn.execute(sa.text("SELECT token_digest FROM askback_account_links"))).scalars().all()
     assert token not in stored and len(stored) == 1
 
@@ -100,7 +100,7 @@ async def test_two_instances_issuing_links_for_new_accounts_at_once_never_pass_t
     try:
         async with anyio.create_task_group() as group:
             for n in range(12):
-                group.start_soon(issue, (accounts, Accounts(second))[n % 2], n)
+                group.start_soon(issue, (accounts, Accounts(second.database))[n % 2], n)
     finally:
         await second.close()
     assert sorted(outcomes) == ["made"] * 3 + ["refused"] * 9
@@ -164,7 +164,7 @@ async def test_an_unknown_account_cannot_change(accounts: Accounts) -> None:
 
 
 async def link_rows(accounts: Accounts, account_id: str) -> int:
-    async with accounts.store.engine.connect() as conn:
+    async with accounts.database.engine.connect() as conn:
         query = sa.text("SELECT count(*) FROM askback_account_links WHERE account_id = :a")
         return int((await conn.execute(query, {"a": account_id})).scalar_one())
 
@@ -209,7 +209,7 @@ async def test_two_instances_asking_for_the_same_new_account_at_once_all_get_a_l
     try:
         async with anyio.create_task_group() as group:
             for n in range(10):
-                group.start_soon(issue, (accounts, Accounts(second))[n % 2], n)
+                group.start_soon(issue, (accounts, Accounts(second.database))[n % 2], n)
     finally:
         await second.close()
     assert len(made) == 10 and len(set(made)) == 1

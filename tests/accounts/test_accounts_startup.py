@@ -37,7 +37,7 @@ def app_with(database: Path, key: str) -> Askback:
 async def stored_credential(database: Path) -> None:
     app = app_with(database, KEY)
     async with app.running():
-        accounts = Accounts(await app.store())
+        accounts = Accounts((await app.store()).database)
         account_id, _ = await accounts.begin_connect("alice", "notes", flow_id=None, now=time.time(), ttl=60)
         sealed = Vault(KEY).seal(account_id, {"api_key": "k"})
         await accounts.change(account_id, Event.CONNECTED, now=time.time(), credential=sealed)

@@ -25,9 +25,9 @@ async def test_the_accounts_migration_creates_exactly_the_tables_its_models_desc
         def differences(connection: Connection) -> list[Any]:
             return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
 
-        async with store.engine.connect() as conn:
+        async with store.database.engine.connect() as conn:
             found = await conn.run_sync(differences)
-        assert await store.revisions() == {
+        assert await store.database.revisions() == {
             "server": Store.head_revision(),
             "accounts": "a002",
             "runtime": "r004",

@@ -170,7 +170,7 @@ async def test_a_tool_asks_for_the_account_the_person_connects_it_and_the_retry_
     tokens = await stored_tokens(served, "alice")
     canaries = [tokens["access_token"], tokens["refresh_token"]]
     store = await served.app.store()
-    audit = json.dumps([e.__dict__ for e in await store.audit(AuditFilter(tool="whoami"))], default=str)
+    audit = json.dumps([e.__dict__ for e in await store.audit_log.query(AuditFilter(tool="whoami"))], default=str)
     places = {
         "MCP traffic": b"".join(traffic).decode(),
         "the server's logs": served.logs.getvalue(),

@@ -146,7 +146,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 async def keeper(
     store: Store, vault: Vault, connection: OAuthConnection, clock: FrozenClock
 ) -> AsyncIterator[TokenKeeper]:
-    kept = TokenKeeper(Accounts(store), vault, Connections([connection]), clock=clock)
+    kept = TokenKeeper(Accounts(store.database), vault, Connections([connection]), clock=clock)
     try:
         yield kept
     finally:
@@ -199,7 +199,7 @@ async def stored_tokens(keeper: TokenKeeper, account: Account) -> TokenSet:
 
 
 async def events(store: Store, account_id: str) -> list[str]:
-    async with store.engine.connect() as conn:
+    async with store.database.engine.connect() as conn:
         rows = await conn.execute(
             sa.text("SELECT event FROM askback_account_events WHERE account_id = :a ORDER BY id"), {"a": account_id}
         )
@@ -278,7 +278,7 @@ async def test_a_hundred_callers_on_two_instances_of_an_expired_token_cause_exac
     connection: OAuthConnection,
     clock: FrozenClock,
 ) -> None:
-    keepers = [TokenKeeper(Accounts(s), vault, Connections([connection]), clock=clock) for s in two_stores]
+    keepers = [TokenKeeper(Accounts(s.database), vault, Connections([connection]), clock=clock) for s in two_stores]
     try:
         with anyio.fail_after(WAIT):
             account = await connect(keepers[0], browser, callback)
@@ -355,7 +355,7 @@ async def test_an_unreachable_provider_turns_the_account_error_once_and_a_later_
     store: Store,
     clock: FrozenClock,
 ) -> None:
-    down = TokenKeeper(Accounts(store), vault, Connections([unreachable(connection)]), clock=clock)
+    down = TokenKeeper(Accounts(store.database), vault, Connections([unreachable(connection)]), clock=clock)
     try:
         with anyio.fail_after(WAIT):
             account = await connect(keeper, browser, callback)
@@ -432,7 +432,7 @@ async def test_revoking_while_the_provider_cannot_be_reached_still_deletes_the_c
     clock: FrozenClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    down = TokenKeeper(Accounts(store), vault, Connections([unreachable(connection)]), clock=clock)
+    down = TokenKeeper(Accounts(store.database), vault, Connections([unreachable(connection)]), clock=clock)
     try:
         with anyio.fail_after(WAIT):
             account = await connect(keeper, browser, callback)
@@ -514,7 +514,7 @@ async def test_an_api_key_is_checked_by_the_connections_request_and_sent_in_its_
     gone = ApiKeyConnection(
         name="gone", header="X-Api-Key", validation=KeyCheck(url=f"http://127.0.0.1:{free_port()}/key")
     )
-    keeper = TokenKeeper(Accounts(store), vault, Connections([keyed, gone]), clock=clock)
+    keeper = TokenKeeper(Accounts(store.database), vault, Connections([keyed, gone]), clock=clock)
     try:
         with anyio.fail_after(WAIT):
             await keeper.check_key(keyed, resource.key)

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 async def test_fifty_callers_for_fifty_accounts_at_once_cost_one_read(fresh_pg_url: str) -> None:
     store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
     vault = Vault(new_key())
-    accounts = Accounts(store)
+    accounts = Accounts(store.database)
     keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
     statements: list[str] = []
 
@@ -41,7 +41,7 @@ async def test_fifty_callers_for_fifty_accounts_at_once_cost_one_read(fresh_pg_u
             account = await accounts.get(account_id)
             assert account is not None
             made.append(account)
-        event.listen(store.engine.sync_engine, "before_cursor_execute", seen)
+        event.listen(store.database.engine.sync_engine, "before_cursor_execute", seen)
         got: dict[str, str] = {}
 
         async def call(account: Account) -> None:
@@ -53,6 +53,6 @@ async def test_fifty_callers_for_fifty_accounts_at_once_cost_one_read(fresh_pg_u
         assert got == {f"user{n}": f"key-{n}" for n in range(50)}
         assert len(statements) == 1, statements  # one query read all fifty accounts
     finally:
-        event.remove(store.engine.sync_engine, "before_cursor_execute", seen)
+        event.remove(store.database.engine.sync_engine, "before_cursor_execute", seen)
         await keeper.aclose()
         await store.close()

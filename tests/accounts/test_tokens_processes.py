@@ -91,7 +91,7 @@ async def test_fifty_callers_in_each_of_two_processes_on_an_expired_token_cause_
     key = new_key()
     vault = Vault(key)
     store = await Store.open(any_database, migrate=True, components=all_components())
-    accounts = Accounts(store)
+    accounts = Accounts(store.database)
     keeper = TokenKeeper(accounts, vault, Connections([connection]), clock=SystemClock())
     try:
         verifier = new_code_verifier()

@@ -223,7 +223,7 @@ async def seed(accounts: Accounts, vault: Vault, stand_in: StandIn, principal: s
 
 
 async def row(accounts: Accounts, account_id: str) -> Any:
-    async with accounts.store.engine.connect() as conn:
+    async with accounts.database.engine.connect() as conn:
         found = await conn.execute(
             sa.text(
                 "SELECT status, failures, retry_at, refresh_owner, refresh_until FROM askback_accounts WHERE id = :a"
@@ -254,7 +254,7 @@ async def instances(
 ) -> AsyncIterator[Instances]:
     stores = [await Store.open(url, migrate=True, components=all_components()) for _ in range(2)]
     connections = Connections([connection_to(stand_in)])
-    keepers = [TokenKeeper(Accounts(s), vault, connections, clock=clock, **options) for s in stores]
+    keepers = [TokenKeeper(Accounts(s.database), vault, connections, clock=clock, **options) for s in stores]
     try:
         yield Instances(keepers)
     finally:
@@ -399,7 +399,7 @@ async def test_while_a_refresh_waits_for_the_provider_other_writers_go_on_and_ot
 
                 # Another person's call writes to the same database while the provider holds the refresh: on SQLite
                 # this is the one write lock, which the refresh must not be holding.
-                other = Accounts(two.keepers[1].accounts.store)
+                other = Accounts(two.keepers[1].accounts.database)
                 await other.begin_connect("bob", "standin", flow_id=None, now=clock.now(), ttl=600)
                 order.append("another write committed")
                 assert stand_in.requests == 1  # the other instance is waiting on the claim, not asking
@@ -420,7 +420,7 @@ async def test_a_claim_left_by_a_holder_that_died_is_taken_over_once_it_expires(
         keeper = two.keepers[0]
         account = await seed(two.accounts, vault, stand_in, "alice", now=clock.now())
         # What a process killed while asking the provider leaves behind: its claim, until its lease runs out.
-        async with two.accounts.store.engine.begin() as conn:
+        async with two.accounts.database.engine.begin() as conn:
             await conn.execute(
                 sa.text("UPDATE askback_accounts SET refresh_owner = 'dead', refresh_until = :until WHERE id = :a"),
                 {"until": clock.now() + 10, "a": account.id},

@@ -22,7 +22,7 @@ KEY_A, KEY_B = new_key("a"), new_key("b")
 
 async def connected_accounts(url: str, vault: Vault, count: int) -> list[str]:
     store = await Store.open(url, migrate=True, components=all_components())
-    accounts, ids = Accounts(store), []
+    accounts, ids = Accounts(store.database), []
     try:
         for n in range(count):
             account_id, _ = await accounts.begin_connect(f"user{n}", "gmail", flow_id=None, now=1.0, ttl=600)
@@ -37,7 +37,7 @@ async def connected_accounts(url: str, vault: Vault, count: int) -> list[str]:
 async def read_all(url: str, vault: Vault, ids: list[str]) -> list[dict[str, object]]:
     store = await Store.open(url, components=all_components())
     try:
-        accounts = Accounts(store)
+        accounts = Accounts(store.database)
         return [vault.open(i, sealed) for i in ids if (sealed := await accounts.sealed_credential(i)) is not None]
     finally:
         await store.close()

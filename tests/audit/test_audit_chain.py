@@ -314,9 +314,9 @@ def test_two_stores_writing_at_once_keep_two_chains_that_both_verify(any_databas
                         AuditEvent(event="answered", at=float(i)),
                     ]
                     if i % 2:
-                        await store.add_audit_many(events)
+                        await store.audit_log.add_many(events)
                     else:
-                        await store.finish_flow(
+                        await store.flows.finish_flow(
                             RoundRecord(f"f{n}-{i}", float(i), tool="t", result={"i": i}, events=events)
                         )
 
@@ -346,7 +346,7 @@ async def main() -> None:
     store = await Store.open(sys.argv[1], migrate=False)
     try:
         for i in range(30):
-            await store.add_audit_many([AuditEvent(event="asked", at=float(i)), AuditEvent(event="answered", at=float(i))])
+            await store.audit_log.add_many([AuditEvent(event="asked", at=float(i)), AuditEvent(event="answered", at=float(i))])
     finally:
         await store.close()
 
@@ -376,11 +376,11 @@ def test_a_write_that_fails_after_moving_the_head_leaves_no_gap(any_database: st
     async def go() -> None:
         store = await Store.open(any_database, migrate=True, audit_chain="host:1:beef")
         try:
-            await store.add_audit_many([AuditEvent(event="asked", at=1.0)])
+            await store.audit_log.add_many([AuditEvent(event="asked", at=1.0)])
             # A round number no INTEGER column holds: the INSERT fails after the head was moved, so both roll back.
             with pytest.raises(Exception, match=r"(?i)int|range"):
-                await store.add_audit_many([AuditEvent(event="asked", at=2.0, round=2**70)])
-            await store.add_audit_many([AuditEvent(event="answered", at=3.0)])
+                await store.audit_log.add_many([AuditEvent(event="asked", at=2.0, round=2**70)])
+            await store.audit_log.add_many([AuditEvent(event="answered", at=3.0)])
         finally:
             await store.close()
 
@@ -395,7 +395,9 @@ def test_a_chain_another_store_of_the_process_appended_to_is_continued_not_forke
         second = await Store.open(any_database, audit_chain="host:1:f00d", migrate=True)
         try:
             for store in (first, second, first, second):
-                await store.add_audit_many([AuditEvent(event="asked", at=1.0), AuditEvent(event="answered", at=1.0)])
+                await store.audit_log.add_many(
+                    [AuditEvent(event="asked", at=1.0), AuditEvent(event="answered", at=1.0)]
+                )
         finally:
             await first.close()
             await second.close()

@@ -45,7 +45,7 @@ async def test_span_attributes_and_stored_events_name_the_flow_and_the_answer(de
     flow_id = attrs["askback.asked.flow_id"]
     assert attrs["askback.completed.flow_id"] == flow_id
 
-    events = await (await demo.store()).audit(AuditFilter(flow_id=flow_id))
+    events = await (await demo.store()).audit_log.query(AuditFilter(flow_id=flow_id))
     assert [e.event for e in events] == ["asked", "answered", "completed"]
     assert events[1].content == {"project_name": "billing-legacy"}
     assert events[0].round == 1 and events[0].mode == "form" and events[0].keys == ("confirm_project",)

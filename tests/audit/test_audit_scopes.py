@@ -79,7 +79,7 @@ def write(url: str, events: Sequence[AuditEvent]) -> None:
     async def go() -> None:
         store = await Store.open(url, migrate=True, audit_chain=CHAIN)
         try:
-            await store.add_audit_many(events)
+            await store.audit_log.add_many(events)
         finally:
             await store.close()
 
@@ -90,7 +90,7 @@ def read(url: str) -> list[AuditEvent]:
     async def go() -> list[AuditEvent]:
         store = await Store.open(url, migrate=False)
         try:
-            return await store.audit(AuditFilter())
+            return await store.audit_log.query(AuditFilter())
         finally:
             await store.close()
 

@@ -60,7 +60,7 @@ def test_askback_audit_prints_a_hostile_principal_key_and_scope_as_escapes(tmp_p
     async def write() -> None:
         store = await Store.open(url, migrate=True)
         try:
-            await store.add_audit_many([event])
+            await store.audit_log.add_many([event])
         finally:
             await store.close()
 
@@ -77,7 +77,7 @@ def test_askback_accounts_list_prints_a_hostile_label_and_principal_as_escapes_o
     async def write() -> None:
         store = await Store.open(url, components=all_components(), migrate=True)
         try:
-            await Accounts(store).begin_connect(
+            await Accounts(store.database).begin_connect(
                 HOSTILE, "gmail", label=f"work\nfake-row  ACTIVE{OSC_52}", flow_id=None, now=1_800_000_000.0, ttl=600
             )
         finally:

@@ -125,5 +125,5 @@ async def test_a_string_yes_for_a_confirmation_is_asked_again_and_deletes_nothin
             allow_input_required=True,
         )
     assert isinstance(done, CallToolResult) and text(done) == "Deleted p1." and DELETED == ["p1"]
-    rejected = await (await app.store()).audit(AuditFilter(event="rejected"))
+    rejected = await (await app.store()).audit_log.query(AuditFilter(event="rejected"))
     assert [(e.outcome, e.detail) for e in rejected] == [("invalid_answer", "Approve: must be true or false")]

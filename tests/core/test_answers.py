@@ -110,7 +110,7 @@ async def test_invalid_form_content_is_asked_again_saying_what_was_wrong(
         )
     assert isinstance(third, CallToolResult) and not third.is_error
     assert ORDERS == [{"item": "shirt", "quantity": 2, "size": "M", "gift": False}]
-    rejected = await (await app.store()).audit(AuditFilter(event="rejected"))
+    rejected = await (await app.store()).audit_log.query(AuditFilter(event="rejected"))
     assert [e.outcome for e in rejected] == ["invalid_answer"] and why in (rejected[0].detail or "")
 
 
@@ -125,7 +125,7 @@ async def test_unknown_keys_and_extra_fields_are_ignored(app: Askback) -> None:
             first.request_state,  # type: ignore[union-attr]
         )
     assert isinstance(done, CallToolResult) and "Ordered 1 x hat size S." in text(done)
-    answered = await (await app.store()).audit(AuditFilter(event="answered"))
+    answered = await (await app.store()).audit_log.query(AuditFilter(event="answered"))
     assert [e.content for e in answered] == [{"quantity": 1, "size": "S"}]  # the extra field is not kept
 
 
@@ -227,7 +227,7 @@ async def test_a_replayed_final_round_returns_the_first_outcome_and_runs_nothing
     texts = {text(r) for r in results}
     assert texts == {"Ordered 3 x bag size L."}
     assert len(ORDERS) == 1
-    trail = await (await app.store()).audit(AuditFilter(tool="order"))
+    trail = await (await app.store()).audit_log.query(AuditFilter(tool="order"))
     ends = [(e.event, e.outcome) for e in trail if e.event in ("completed", "replayed")]
     assert ends == [("completed", "completed")] + [("replayed", "completed")] * 4
     # The replays answered nothing: the trail counts the person's answer once.

@@ -31,7 +31,7 @@ async def test_an_answer_with_unstorable_text_is_asked_again_saying_why(demo: As
     assert isinstance(again, InputRequiredResult)
     message = again.input_requests["confirm_project"].params.message  # type: ignore[index, union-attr]
     assert message.startswith("That answer was not accepted (project_name contains a ")
-    trail = await (await demo.store()).audit(AuditFilter(tool="delete_project"))
+    trail = await (await demo.store()).audit_log.query(AuditFilter(tool="delete_project"))
     assert [(e.event, e.outcome) for e in trail] == [("asked", None), ("rejected", "invalid_answer"), ("asked", None)]
 
 
@@ -44,15 +44,15 @@ async def test_an_argument_with_unstorable_text_is_invalid_params_and_audited(de
     assert refused.value.error.code == -32602
     assert "arguments.service contains a" in refused.value.error.message
     assert deployments.structured_content == {"deployments": [], "deletions": []}
-    trail = await (await demo.store()).audit(AuditFilter(tool="deploy"))
+    trail = await (await demo.store()).audit_log.query(AuditFilter(tool="deploy"))
     assert [(e.event, e.outcome) for e in trail] == [("rejected", "invalid_params")]
 
 
 async def test_the_audit_trail_stores_unstorable_text_escaped_rather_than_lose_the_event(demo: Askback) -> None:
     store = await demo.store()
-    await store.add_audit_many(
+    await store.audit_log.add_many(
         [AuditEvent(event="rejected", at=1.0, tool="t\ud800", detail="d\x00", content={"k\udfff": "v\x00"})]
     )
-    (event,) = await store.audit(AuditFilter(event="rejected"))
+    (event,) = await store.audit_log.query(AuditFilter(event="rejected"))
     assert (event.tool, event.detail) == ("t\\ud800", "d\\x00")
     assert event.content == {"k\udfff": "v\x00"}  # JSON keeps the value exactly, as escapes

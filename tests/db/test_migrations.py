@@ -37,12 +37,12 @@ async def open_store(opened: list[Store], url: str, **options: object) -> Store:
 
 
 async def tables(store: Store) -> set[str]:
-    async with store.engine.connect() as conn:
+    async with store.database.engine.connect() as conn:
         return set(await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names()))
 
 
 async def set_revision(store: Store, component: migrate.Component, revision: str) -> None:
-    async with store.engine.begin() as conn:
+    async with store.database.engine.begin() as conn:
         await conn.execute(sa.text(f"UPDATE {component.version_table} SET version_num = :r"), {"r": revision})
 
 
@@ -50,13 +50,13 @@ async def test_one_upgrade_brings_every_component_to_its_own_head_each_in_its_ow
     any_database: str, opened: list[Store]
 ) -> None:
     store = await open_store(opened, any_database, migrate=True, components=BOTH)
-    assert await store.revisions() == {"server": Store.head_revision(), "notes": "n002"}
+    assert await store.database.revisions() == {"server": Store.head_revision(), "notes": "n002"}
     assert {"askback_effects", "askback_audit", "notes_items", "askback_alembic_version", "notes_alembic_version"} <= (
         await tables(store)
     )
-    assert not await store.schema_behind()
+    assert not await store.database.schema_behind()
     again = await open_store(opened, any_database, migrate=False, components=BOTH)  # checked, current
-    assert await again.revisions() == await store.revisions()
+    assert await again.database.revisions() == await store.database.revisions()
 
 
 async def test_a_product_added_to_an_existing_database_is_missing_until_upgraded_then_current(
@@ -66,10 +66,10 @@ async def test_a_product_added_to_an_existing_database_is_missing_until_upgraded
     with pytest.raises(ConfigurationError, match="askback db upgrade"):
         await open_store(opened, any_database, migrate=False, components=BOTH)
     checking = await open_store(opened, any_database, migrate=False, check=False, components=BOTH)
-    assert await checking.revisions() == {"server": Store.head_revision(), "notes": None}
-    assert await checking.schema_behind()
-    await checking.upgrade()
-    assert await checking.revisions() == {"server": Store.head_revision(), "notes": "n002"}
+    assert await checking.database.revisions() == {"server": Store.head_revision(), "notes": None}
+    assert await checking.database.schema_behind()
+    await checking.database.upgrade()
+    assert await checking.database.revisions() == {"server": Store.head_revision(), "notes": "n002"}
     await open_store(opened, any_database, migrate=False, components=BOTH)
 
 
@@ -77,17 +77,17 @@ async def test_each_component_is_judged_against_its_own_history(any_database: st
     store = await open_store(opened, any_database, migrate=True, components=BOTH)
     await set_revision(store, NOTES, "n001")
     assert migrate.schema_status("n001", NOTES) == "behind"
-    assert await store.schema_behind()
+    assert await store.database.schema_behind()
     with pytest.raises(ConfigurationError, match=r"'n001'.*needs 'n002'.*askback db upgrade"):
         await open_store(opened, any_database, migrate=False, components=BOTH)
 
     await set_revision(store, NOTES, "n999")  # a newer release upgraded the notes
     assert migrate.schema_status("n999", NOTES) == "ahead"
-    assert not await store.schema_behind()  # a rolling update: the older release keeps working...
+    assert not await store.database.schema_behind()  # a rolling update: the older release keeps working...
     with pytest.raises(ConfigurationError, match="newer askback"):  # ...but does not start on a schema it does not know
         await open_store(opened, any_database, migrate=False, components=BOTH)
     # The server kit's revision was never touched by any of this.
-    assert (await store.revisions())["server"] == Store.head_revision()
+    assert (await store.database.revisions())["server"] == Store.head_revision()
 
 
 def test_askback_db_upgrade_knows_every_component_askback_ships() -> None:

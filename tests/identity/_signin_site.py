@@ -126,7 +126,7 @@ async def serve_sign_in_site(
     connections = Connections([await discovered_oidc(provider), ApiKeyConnection(name="notes", label="Notes key")])
     vault = Vault(new_key())
     clock = FrozenClock(at=time.time())
-    accounts = Accounts(store)
+    accounts = Accounts(store.database)
     tokens = TokenKeeper(accounts, vault, connections, clock=clock)
     service = AccountService(
         accounts=accounts,

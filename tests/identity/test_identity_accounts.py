@@ -60,7 +60,7 @@ class Served:
         return self.issuer.access_token(self.clock.now(), sub=sub, scope=scope)
 
     async def accounts_of(self, principal: str) -> list[Account]:
-        return await Accounts(await self.app.store()).of(principal, CONNECTION)
+        return await Accounts((await self.app.store()).database).of(principal, CONNECTION)
 
 
 @pytest.fixture(scope="module")

@@ -89,7 +89,7 @@ class Served:
         return issuer.access_token(self.clock.now(), sub=sub, scope="notes")
 
     async def accounts_of(self, principal: str) -> list[Account]:
-        return await Accounts(await self.app.store()).of(principal, CONNECTION)
+        return await Accounts((await self.app.store()).database).of(principal, CONNECTION)
 
 
 @pytest.fixture(scope="module")

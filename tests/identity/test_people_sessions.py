@@ -83,7 +83,7 @@ async def who(sign_in: PeopleSignIn, value: str) -> str:
 
 
 async def session_rows(store: Any) -> list[tuple[str, float]]:
-    async with store.engine.connect() as conn:
+    async with store.database.engine.connect() as conn:
         found = await conn.execute(sa.text("SELECT principal, expires_at FROM askback_people_sessions"))
         return sorted((row[0], row[1]) for row in found)
 
@@ -156,9 +156,9 @@ async def test_the_sessions_migration_creates_exactly_the_table_its_model_descri
         def differences(connection: Connection) -> list[Any]:
             return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
 
-        async with store.engine.connect() as conn:
+        async with store.database.engine.connect() as conn:
             found = await conn.run_sync(differences)
-        assert await store.revisions() == {"identity": "i001"}
+        assert await store.database.revisions() == {"identity": "i001"}
     finally:
         await store.close()
     assert [d for d in found if not (d[0] == "remove_table" and d[1].name == MIGRATIONS.version_table)] == []

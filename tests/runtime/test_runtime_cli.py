@@ -127,7 +127,7 @@ def answered_by(database: str, call_id: str) -> str | None:
     async def run() -> str | None:
         from sqlalchemy import text
 
-        async with await Runtime.open(database) as rt, rt.store.engine.connect() as conn:
+        async with await Runtime.open(database) as rt, rt.store.database.engine.connect() as conn:
             found = await conn.scalar(
                 text("SELECT answered_by FROM askback_runtime_answers WHERE call_id = :c AND key = 'ok'"),
                 {"c": call_id},

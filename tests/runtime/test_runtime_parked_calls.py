@@ -38,9 +38,9 @@ async def test_the_runtime_migration_creates_exactly_the_tables_its_models_descr
         def differences(connection: Connection) -> list[Any]:
             return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
 
-        async with store.engine.connect() as conn:
+        async with store.database.engine.connect() as conn:
             found = await conn.run_sync(differences)
-        assert await store.revisions() == {"runtime": "r004"}
+        assert await store.database.revisions() == {"runtime": "r004"}
     finally:
         await store.close()
     assert [d for d in found if not (d[0] == "remove_table" and d[1].name == MIGRATIONS.version_table)] == []
@@ -48,7 +48,7 @@ async def test_the_runtime_migration_creates_exactly_the_tables_its_models_descr
 
 async def _calls(url: str) -> tuple[Store, ParkedCalls]:
     store = await Store.open(url, migrate=True, components=(MIGRATIONS,))
-    return store, ParkedCalls(store)
+    return store, ParkedCalls(store.database)
 
 
 async def _park(calls: ParkedCalls, call_id: str = "call_1") -> None:

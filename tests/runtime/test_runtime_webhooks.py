@@ -267,7 +267,7 @@ async def test_a_webhook_id_is_taken_once_on_either_database_and_a_taking_proces
             again = await client.post("/", headers=headers, content=body)
         assert (first.json()["duplicate"], again.json()["duplicate"]) == (False, True)
         # A process took this id in and stopped before finishing: once its lease has run out, a redelivery acts.
-        await rt.store.transaction(
+        await rt.store.database.transaction(
             lambda conn: conn.execute(
                 insert(WebhookRow),
                 {"id": dedupe_key(ELSEWHERE, "msg_stopped"), "type": "account.connected", "received_at": NOW, "claim": "c", "claimed_until": NOW + 10},

@@ -116,7 +116,7 @@ async def connect(setting: Setting, label: str) -> None:
     server_parts = tuple(c for c in all_components() if c.name in ("server", "accounts", "webhooks"))
     store = await Store.open(setting.server_db, migrate=False, components=server_parts)
     try:
-        accounts = Accounts(store)
+        accounts = Accounts(store.database)
         [account] = [a for a in await accounts.of(WHO, "heldmail") if a.label == label]
         await accounts.change(account.id, Event.CONNECTED, now=time.time(), reason="granted", credential="sealed")
     finally:

@@ -146,7 +146,7 @@ async def connect(tools: Tools, label: str) -> None:
     server_parts = tuple(c for c in all_components() if c.name in ("server", "accounts", "webhooks"))
     store = await Store.open(tools.db, migrate=False, components=server_parts)
     try:
-        accounts = Accounts(store)
+        accounts = Accounts(store.database)
         [account] = [a for a in await accounts.of(WHO, "heldmail") if a.label == label]
         await accounts.change(account.id, Event.CONNECTED, now=time.time(), reason="granted", credential="sealed")
     finally:
@@ -303,7 +303,7 @@ async def test_a_call_whose_server_refuses_its_round_for_good_is_reported_failed
         params = {"id": broken.call_id, "p": json.dumps(asked)}
         conn.execute(sqlalchemy.text("UPDATE askback_runtime_calls SET pending = :p WHERE id = :id"), params)
 
-    await own.store.transaction(spoil, doing="spoil a parked call's state")
+    await own.store.database.transaction(spoil, doing="spoil a parked call's state")
     await connect(setting.one, "brk")
     async with own_receiver(own, setting.one) as client:
         headers, body = signed_event(setting.one.secret, "brk", webhook_id="msg_brk", at=clock.now())

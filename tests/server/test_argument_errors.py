@@ -35,8 +35,8 @@ async def test_an_argument_value_never_reaches_the_answer_or_the_audit_rows_by_e
         direct = await client.call_tool("open_issue", {"title": [VALUE], "priority": VALUE})
         meta = await client.call_tool("execute_tool", {"name": "open_issue", "arguments": {"title": {"k": VALUE}}})
         store = await app.store()
-        refused = await store.audit(AuditFilter(event="rejected"))
-        async with store.engine.connect() as conn:
+        refused = await store.audit_log.query(AuditFilter(event="rejected"))
+        async with store.database.engine.connect() as conn:
             rows = [str(tuple(row)) for row in await conn.execute(sa.text("SELECT * FROM askback_audit"))]
     told = [r.content[0].text for r in (direct, meta)]  # type: ignore[union-attr]
     assert direct.is_error and meta.is_error

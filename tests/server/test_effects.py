@@ -92,9 +92,9 @@ async def test_a_claim_whose_process_died_is_waited_for_on_the_injected_clock_th
         state, answers = await final_round(client, "apollo")
         # Another instance claimed this effect and died before recording an outcome.
         store = await app.store()
-        flow_id = (await store.audit(AuditFilter(event="asked")))[-1].flow_id
+        flow_id = (await store.audit_log.query(AuditFilter(event="asked")))[-1].flow_id
         assert flow_id is not None
-        claim = await store.claim_effect(flow_id, "launch", instance="dead:1", at=clock.now())
+        claim = await store.flows.claim_effect(flow_id, "launch", instance="dead:1", at=clock.now())
         assert claim.status == "won"
 
         refused: list[BaseException] = []
@@ -171,7 +171,7 @@ async def test_an_answer_to_a_question_not_yet_asked_is_ignored_and_audited(demo
             allow_input_required=True,
         )
     assert isinstance(second, InputRequiredResult) and set(second.input_requests or {}) == {"confirm_prod"}
-    ignored = await (await demo.store()).audit(AuditFilter(event="rejected"))
+    ignored = await (await demo.store()).audit_log.query(AuditFilter(event="rejected"))
     assert [(e.keys, e.outcome) for e in ignored] == [(("confirm_prod",), "ignored_answer")]
 
 

@@ -57,7 +57,7 @@ async def _second_state(server: Served, service: str) -> tuple[str, str]:
 async def _held_rows(server: Served) -> list[tuple[str, int, str]]:
     store = await Store.open(server.database_url, migrate=False)
     try:
-        async with store.engine.connect() as conn:
+        async with store.database.engine.connect() as conn:
             rows = (await conn.execute(sql("SELECT flow_id, round, sealed FROM askback_held_answers"))).all()
         return [(r.flow_id, r.round, r.sealed) for r in rows]
     finally:
@@ -98,7 +98,7 @@ async def test_a_held_state_whose_answers_are_gone_ends_the_flow_as_expired(held
     _, sealed = await _second_state(held, "gone-web")
     store = await Store.open(held.database_url, migrate=False)
     try:
-        async with store.engine.begin() as conn:
+        async with store.database.engine.begin() as conn:
             await conn.execute(sql("DELETE FROM askback_held_answers"))
     finally:
         await store.close()
@@ -155,7 +155,7 @@ async def test_flows_whose_rounds_land_on_different_instances_all_complete(held:
 async def test_answers_held_past_their_deadline_are_pruned_by_the_next_round_that_holds_answers(held: Served) -> None:
     store = await Store.open(held.database_url, migrate=False)
     try:
-        async with store.engine.begin() as conn:
+        async with store.database.engine.begin() as conn:
             await conn.execute(
                 sql("INSERT INTO askback_held_answers (flow_id, round, sealed, expires_at) VALUES ('old', 2, 'x', 1.0)")
             )

@@ -87,7 +87,7 @@ async def test_a_legacy_session_gets_the_questions_pushed_url_mode_with_an_elici
     assert cb.seen[0]["url"] == "https://calendar.example.com/connect"
     assert cb.seen[0]["elicitationId"]  # required by 2025-11-25 URL mode
     assert BOOKED == ["mon-9"]
-    events = await (await app.store()).audit(AuditFilter(tool="book"))
+    events = await (await app.store()).audit_log.query(AuditFilter(tool="book"))
     assert [e.event for e in events] == ["asked", "answered", "asked", "answered", "completed"]
 
 
@@ -149,7 +149,7 @@ async def test_a_legacy_answer_after_the_deadline_is_told_it_took_too_long(app: 
         result = await client.call_tool("book", {"slot": "fri-13"})
     assert text(result).startswith("Expired")
     assert BOOKED == []
-    events = await (await app.store()).audit(AuditFilter(tool="book"))
+    events = await (await app.store()).audit_log.query(AuditFilter(tool="book"))
     assert events[0].at < events[-1].at  # each event carries the time it happened
 
 
@@ -181,7 +181,7 @@ async def test_a_pushed_question_never_answered_completes_too_late_at_the_flow_d
     assert text(results[0]).startswith("Expired")
     assert BOOKED == []
     assert app.pushes.total == 0 and app.pushes.by_session == {}
-    trail = await (await app.store()).audit(AuditFilter(tool="book"))
+    trail = await (await app.store()).audit_log.query(AuditFilter(tool="book"))
     assert [(e.event, e.outcome) for e in trail] == [("asked", None), ("completed", "expired")]
 
 
@@ -222,7 +222,7 @@ async def test_a_pushed_question_beyond_a_cap_completes_without_asking(
                 assert texts == [texts[0]] and texts[0].startswith("Not asked: too many questions")
                 assert app.pushes.total == 1
                 release.set()
-        trail = await (await app.store()).audit(AuditFilter(tool="book", event="completed"))
+        trail = await (await app.store()).audit_log.query(AuditFilter(tool="book", event="completed"))
     assert sorted(t.split(":")[0] for t in texts) == ["Cancelled", "Not asked"]
     assert sorted(e.outcome or "" for e in trail) == ["declined", "too_many_pending"]
     assert BOOKED == [] and app.pushes.total == 0

@@ -266,7 +266,7 @@ async def test_the_meta_loop_completes_for_a_client_without_elicitation_and_show
     assert text(results[-1]) == answered["result"]
 
     store = await served.app.store()
-    trail = await store.audit(AuditFilter(tool="summarize_inbox", principal=user))
+    trail = await store.audit_log.query(AuditFilter(tool="summarize_inbox", principal=user))
     assert [(e.event, e.outcome) for e in trail] == [("completed", "not_connected")]
 
     canaries = await provider_tokens(served, user)

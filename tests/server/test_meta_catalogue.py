@@ -250,7 +250,7 @@ async def test_execute_tool_refuses_an_unknown_tool_and_arguments_that_do_not_fi
         neither = await client.call_tool("check_readiness", {})
         ran = await client.call_tool("execute_tool", {"name": "repository_stats", "arguments": {"repository": "ab"}})
         store = await app.store()
-        refused = await store.audit(AuditFilter(event="rejected"))
+        refused = await store.audit_log.query(AuditFilter(event="rejected"))
     assert unknown.is_error and "search_tools(query)" in unknown.content[0].text  # type: ignore[union-attr]
     assert misfit.is_error and "Error executing tool open_issue" in misfit.content[0].text  # type: ignore[union-attr]
     assert neither.is_error and "Give name" in neither.content[0].text  # type: ignore[union-attr]

@@ -9,7 +9,7 @@ from askback.core.questions import connect_key
 from askback.core.round import Limits
 from askback.core.state import FlowState
 from askback.server.tasks._account_waits import ActiveAccount, active_account, asked_after, resumed
-from askback.server.tasks._rows import TaskRecord
+from askback.server.tasks.rows import TaskRecord
 from askback.server.tasks.status import TaskStatus
 from askback.store import StoredEvent
 

@@ -98,7 +98,7 @@ async def connect(setting: Setting, who: str, label: str, connection: str = "hel
     parts = tuple(c for c in all_components() if c.name in ("server", "accounts"))
     store = await Store.open(setting.database, migrate=False, components=parts)
     try:
-        accounts = Accounts(store)
+        accounts = Accounts(store.database)
         [account] = [a for a in await accounts.of(who, connection) if a.label == label]
         await accounts.change(account.id, Event.CONNECTED, now=time.time(), reason="granted", credential="sealed")
     finally:

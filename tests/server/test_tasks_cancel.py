@@ -100,7 +100,7 @@ async def outcomes(database: str) -> list[str | None]:
     """The outcomes of the `completed` events of the `gated` tasks, oldest first."""
     store = await Store.open(database, migrate=False)
     try:
-        rows = await store.audit(AuditFilter(tool="gated", event="completed"))
+        rows = await store.audit_log.query(AuditFilter(tool="gated", event="completed"))
     finally:
         await store.close()
     return [e.outcome for e in rows]

@@ -24,8 +24,8 @@ from askback.core.round import Limits, expired
 from askback.core.state import FlowState
 from askback.errors import DefinitionError
 from askback.server._tools import check_task_tool
-from askback.server.tasks._rows import TaskRecord
-from askback.server.tasks._runner import RunEnd, audit_events, lapse, overdue, settle
+from askback.server.tasks.rows import TaskRecord
+from askback.server.tasks.runner import RunEnd, audit_events, lapse, overdue, settle
 from askback.server.tasks.status import TaskStatus
 from askback.store import Store
 from askback.testing import call_round, drive_flow

@@ -20,7 +20,7 @@ from askback.audit import AuditEvent, AuditFilter
 from askback.db.urls import normalize_database_url
 from askback.errors import ConfigurationError, StoreUnavailableError
 from askback.store import EffectClaim, Store
-from askback.store._models import VERSION_TABLE, Base
+from askback.store.models import VERSION_TABLE, Base
 
 
 @pytest.fixture
@@ -43,7 +43,11 @@ async def store(db_url: str, anyio_backend: str) -> AsyncIterator[Store]:
 def test_store_exports_exactly_its_interface() -> None:
     assert set(askback.store.__all__) == {
         "MIGRATIONS",
+        "AuditLog",
         "Completion",
+        "Database",
+        "EventLog",
+        "Flows",
         "EffectClaim",
         "HeldAnswers",
         "RoundClaim",
@@ -112,7 +116,7 @@ async def test_open_creates_the_sqlite_file_and_migrates_it_to_head(tmp_path: Pa
     try:
         assert (tmp_path / "askback.db").exists()
         assert await store.current_revision() == Store.head_revision() == "0008"
-        await store.ping()
+        await store.database.ping()
     finally:
         await store.close()
 
@@ -223,89 +227,89 @@ async def test_a_sqlite_file_in_a_missing_folder_is_reported_as_unavailable(tmp_
 
 @pytest.mark.anyio
 async def test_first_claim_wins(store: Store) -> None:
-    assert await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0) == EffectClaim("won")
-    assert await store.effect("flow-1", "deploy") == EffectClaim("running")
+    assert await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0) == EffectClaim("won")
+    assert await store.flows.effect("flow-1", "deploy") == EffectClaim("running")
 
 
 @pytest.mark.anyio
 async def test_second_claim_sees_the_first_one_still_running(store: Store) -> None:
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
-    assert await store.claim_effect("flow-1", "deploy", instance="b:2", at=11.0) == EffectClaim("running")
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    assert await store.flows.claim_effect("flow-1", "deploy", instance="b:2", at=11.0) == EffectClaim("running")
 
 
 @pytest.mark.anyio
 async def test_second_claim_sees_the_first_ones_outcome(store: Store) -> None:
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
-    await store.finish_effect("flow-1", "deploy", {"deployment": 7, "url": "https://x.test/7"}, at=12.0)
-    claim = await store.claim_effect("flow-1", "deploy", instance="b:2", at=13.0)
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    await store.flows.finish_effect("flow-1", "deploy", {"deployment": 7, "url": "https://x.test/7"}, at=12.0)
+    claim = await store.flows.claim_effect("flow-1", "deploy", instance="b:2", at=13.0)
     assert claim == EffectClaim("done", {"deployment": 7, "url": "https://x.test/7"})
 
 
 @pytest.mark.anyio
 async def test_an_effect_may_finish_with_no_outcome(store: Store) -> None:
-    await store.claim_effect("flow-1", "notify", instance="a:1", at=10.0)
-    await store.finish_effect("flow-1", "notify", None, at=11.0)
-    assert await store.effect("flow-1", "notify") == EffectClaim("done", None)
+    await store.flows.claim_effect("flow-1", "notify", instance="a:1", at=10.0)
+    await store.flows.finish_effect("flow-1", "notify", None, at=11.0)
+    assert await store.flows.effect("flow-1", "notify") == EffectClaim("done", None)
 
 
 @pytest.mark.anyio
 async def test_effects_are_claimed_per_flow_and_per_name(store: Store) -> None:
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
-    assert await store.claim_effect("flow-2", "deploy", instance="a:1", at=10.0) == EffectClaim("won")
-    assert await store.claim_effect("flow-1", "notify", instance="a:1", at=10.0) == EffectClaim("won")
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    assert await store.flows.claim_effect("flow-2", "deploy", instance="a:1", at=10.0) == EffectClaim("won")
+    assert await store.flows.claim_effect("flow-1", "notify", instance="a:1", at=10.0) == EffectClaim("won")
 
 
 @pytest.mark.anyio
 async def test_a_released_effect_can_be_claimed_again(store: Store) -> None:
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
-    await store.release_effect("flow-1", "deploy")
-    assert await store.effect("flow-1", "deploy") is None
-    assert await store.claim_effect("flow-1", "deploy", instance="b:2", at=11.0) == EffectClaim("won")
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    await store.flows.release_effect("flow-1", "deploy")
+    assert await store.flows.effect("flow-1", "deploy") is None
+    assert await store.flows.claim_effect("flow-1", "deploy", instance="b:2", at=11.0) == EffectClaim("won")
 
 
 @pytest.mark.anyio
 async def test_releasing_a_finished_effect_keeps_its_outcome(store: Store) -> None:
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
-    await store.finish_effect("flow-1", "deploy", [1, 2], at=11.0)
-    await store.release_effect("flow-1", "deploy")
-    assert await store.claim_effect("flow-1", "deploy", instance="b:2", at=12.0) == EffectClaim("done", [1, 2])
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    await store.flows.finish_effect("flow-1", "deploy", [1, 2], at=11.0)
+    await store.flows.release_effect("flow-1", "deploy")
+    assert await store.flows.claim_effect("flow-1", "deploy", instance="b:2", at=12.0) == EffectClaim("done", [1, 2])
 
 
 @pytest.mark.anyio
 async def test_finishing_an_unclaimed_effect_is_refused(store: Store) -> None:
     with pytest.raises(RuntimeError, match="no running claim"):
-        await store.finish_effect("flow-1", "deploy", "ok", at=10.0)
+        await store.flows.finish_effect("flow-1", "deploy", "ok", at=10.0)
 
 
 @pytest.mark.anyio
 async def test_an_outcome_once_recorded_is_never_replaced(store: Store) -> None:
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
-    await store.finish_effect("flow-1", "deploy", "first", at=11.0)
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    await store.flows.finish_effect("flow-1", "deploy", "first", at=11.0)
     with pytest.raises(RuntimeError, match="never replaced"):
-        await store.finish_effect("flow-1", "deploy", "second", at=12.0)
-    assert await store.effect("flow-1", "deploy") == EffectClaim("done", "first")
+        await store.flows.finish_effect("flow-1", "deploy", "second", at=12.0)
+    assert await store.flows.effect("flow-1", "deploy") == EffectClaim("done", "first")
 
 
 @pytest.mark.anyio
 async def test_an_outcome_that_is_not_json_is_refused_and_the_claim_stays_running(store: Store) -> None:
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
     with pytest.raises(TypeError, match="JSON-serialisable"):
-        await store.finish_effect("flow-1", "deploy", object(), at=11.0)
-    assert await store.effect("flow-1", "deploy") == EffectClaim("running")
+        await store.flows.finish_effect("flow-1", "deploy", object(), at=11.0)
+    assert await store.flows.effect("flow-1", "deploy") == EffectClaim("running")
 
 
 @pytest.mark.anyio
 async def test_effect_of_an_unknown_flow_is_none(store: Store) -> None:
-    assert await store.effect("nobody", "deploy") is None
+    assert await store.flows.effect("nobody", "deploy") is None
 
 
 @pytest.mark.anyio
 async def test_count_effects_counts_claimed_effects_in_all_or_by_name(store: Store) -> None:
     assert await count_effects(store) == 0
-    await store.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
-    await store.claim_effect("flow-2", "deploy", instance="a:1", at=10.0)
-    await store.finish_effect("flow-2", "deploy", "ok", at=11.0)
-    await store.claim_effect("flow-1", "notify", instance="a:1", at=10.0)
+    await store.flows.claim_effect("flow-1", "deploy", instance="a:1", at=10.0)
+    await store.flows.claim_effect("flow-2", "deploy", instance="a:1", at=10.0)
+    await store.flows.finish_effect("flow-2", "deploy", "ok", at=11.0)
+    await store.flows.claim_effect("flow-1", "notify", instance="a:1", at=10.0)
     assert await count_effects(store) == 3
     assert await count_effects(store, "deploy") == 2
     assert await count_effects(store, "rollback") == 0
@@ -315,7 +319,7 @@ async def _claim_many(stores: list[Store], attempts: int) -> list[EffectClaim]:
     claims: list[EffectClaim] = []
 
     async def claim(store: Store, n: int) -> None:
-        claims.append(await store.claim_effect("flow-1", "deploy", instance=f"host:{n}", at=10.0))
+        claims.append(await store.flows.claim_effect("flow-1", "deploy", instance=f"host:{n}", at=10.0))
 
     async with anyio.create_task_group() as tg:
         for n in range(attempts):
@@ -337,8 +341,8 @@ async def test_concurrent_claims_from_two_stores_on_one_file_yield_exactly_one_w
     try:
         claims = await _claim_many([first, second], attempts=12)
         assert sorted(c.status for c in claims) == ["running"] * 11 + ["won"]
-        await first.finish_effect("flow-1", "deploy", {"deployment": 1}, at=11.0)
-        assert await second.claim_effect("flow-1", "deploy", instance="c:3", at=12.0) == EffectClaim(
+        await first.flows.finish_effect("flow-1", "deploy", {"deployment": 1}, at=11.0)
+        assert await second.flows.claim_effect("flow-1", "deploy", instance="c:3", at=12.0) == EffectClaim(
             "done", {"deployment": 1}
         )
     finally:
@@ -411,8 +415,8 @@ async def test_an_audit_event_reads_back_with_every_field(store: Store) -> None:
         detail="answered in the browser",
         instance="web-1:4242",
     )
-    await store.add_audit_many([event])
-    [read] = await store.audit()
+    await store.audit_log.add_many([event])
+    [read] = await store.audit_log.query()
     assert read.id is not None
     assert read == AuditEvent(**{**event.__dict__, "id": read.id})
 
@@ -420,8 +424,8 @@ async def test_an_audit_event_reads_back_with_every_field(store: Store) -> None:
 @pytest.mark.anyio
 async def test_audit_lists_events_oldest_first(store: Store) -> None:
     for at in (30.0, 10.0, 20.0):
-        await store.add_audit_many([AuditEvent(event="asked", at=at)])
-    assert [e.at for e in await store.audit()] == [10.0, 20.0, 30.0]
+        await store.audit_log.add_many([AuditEvent(event="asked", at=at)])
+    assert [e.at for e in await store.audit_log.query()] == [10.0, 20.0, 30.0]
 
 
 _EVENTS = [
@@ -451,41 +455,41 @@ _EVENTS = [
 )
 async def test_audit_filters_by_each_field(store: Store, flt: AuditFilter, expected: list[float]) -> None:
     for event in _EVENTS:
-        await store.add_audit_many([event])
-    assert [e.at for e in await store.audit(flt)] == expected
+        await store.audit_log.add_many([event])
+    assert [e.at for e in await store.audit_log.query(flt)] == expected
 
 
 @pytest.mark.anyio
 async def test_audit_contains_searches_content_outcome_and_detail_ignoring_case(store: Store) -> None:
-    await store.add_audit_many([AuditEvent(event="answered", at=1.0, content={"region": "EU-West"})])
-    await store.add_audit_many([AuditEvent(event="completed", at=2.0, outcome="deployed eu-west")])
-    await store.add_audit_many([AuditEvent(event="rejected", at=3.0, detail="no eu-west quota")])
-    await store.add_audit_many([AuditEvent(event="asked", at=4.0, tool="eu-west")])
-    found = await store.audit(AuditFilter(contains="eu-WEST"))
+    await store.audit_log.add_many([AuditEvent(event="answered", at=1.0, content={"region": "EU-West"})])
+    await store.audit_log.add_many([AuditEvent(event="completed", at=2.0, outcome="deployed eu-west")])
+    await store.audit_log.add_many([AuditEvent(event="rejected", at=3.0, detail="no eu-west quota")])
+    await store.audit_log.add_many([AuditEvent(event="asked", at=4.0, tool="eu-west")])
+    found = await store.audit_log.query(AuditFilter(contains="eu-WEST"))
     assert [e.at for e in found] == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.anyio
 async def test_audit_contains_takes_percent_and_underscore_literally(store: Store) -> None:
-    await store.add_audit_many([AuditEvent(event="completed", at=1.0, outcome="100% done")])
-    await store.add_audit_many([AuditEvent(event="completed", at=2.0, outcome="100 done")])
-    await store.add_audit_many([AuditEvent(event="completed", at=3.0, detail="a_b")])
-    await store.add_audit_many([AuditEvent(event="completed", at=4.0, detail="axb")])
-    assert [e.at for e in await store.audit(AuditFilter(contains="100%"))] == [1.0]
-    assert [e.at for e in await store.audit(AuditFilter(contains="a_b"))] == [3.0]
+    await store.audit_log.add_many([AuditEvent(event="completed", at=1.0, outcome="100% done")])
+    await store.audit_log.add_many([AuditEvent(event="completed", at=2.0, outcome="100 done")])
+    await store.audit_log.add_many([AuditEvent(event="completed", at=3.0, detail="a_b")])
+    await store.audit_log.add_many([AuditEvent(event="completed", at=4.0, detail="axb")])
+    assert [e.at for e in await store.audit_log.query(AuditFilter(contains="100%"))] == [1.0]
+    assert [e.at for e in await store.audit_log.query(AuditFilter(contains="a_b"))] == [3.0]
 
 
 @pytest.mark.anyio
 async def test_audit_contains_finds_accented_text_in_content(store: Store) -> None:
-    await store.add_audit_many([AuditEvent(event="answered", at=1.0, content={"city": "Zürich"})])
-    assert len(await store.audit(AuditFilter(contains="Zürich"))) == 1
+    await store.audit_log.add_many([AuditEvent(event="answered", at=1.0, content={"city": "Zürich"})])
+    assert len(await store.audit_log.query(AuditFilter(contains="Zürich"))) == 1
 
 
 @pytest.mark.anyio
 async def test_audit_limit_keeps_the_newest_events_oldest_first(store: Store) -> None:
     for at in range(1, 6):
-        await store.add_audit_many([AuditEvent(event="asked", at=float(at))])
-    assert [e.at for e in await store.audit(AuditFilter(limit=2))] == [4.0, 5.0]
+        await store.audit_log.add_many([AuditEvent(event="asked", at=float(at))])
+    assert [e.at for e in await store.audit_log.query(AuditFilter(limit=2))] == [4.0, 5.0]
 
 
 def test_audit_filter_refuses_a_limit_below_one() -> None:
@@ -505,7 +509,7 @@ async def test_a_write_lock_held_elsewhere_is_waited_for_off_the_event_loop(tmp_
         done = anyio.Event()
 
         async def write() -> None:
-            await store.add_audit_many([AuditEvent(event="asked", at=1.0, tool="waited")])
+            await store.audit_log.add_many([AuditEvent(event="asked", at=1.0, tool="waited")])
             done.set()
 
         async with anyio.create_task_group() as tg:
@@ -513,7 +517,7 @@ async def test_a_write_lock_held_elsewhere_is_waited_for_off_the_event_loop(tmp_
             await anyio.wait_all_tasks_blocked()
             assert not done.is_set()  # it did not fail, and the loop is free (this line runs)
             other.execute("COMMIT")
-        assert [e.tool for e in await store.audit(AuditFilter(tool="waited"))] == ["waited"]
+        assert [e.tool for e in await store.audit_log.query(AuditFilter(tool="waited"))] == ["waited"]
     finally:
         other.close()
         await store.close()
@@ -532,12 +536,34 @@ async def test_a_newer_schema_is_not_behind_an_older_one_is(tmp_path: Path) -> N
     path = tmp_path / "schema.db"
     store = await Store.open(f"sqlite:///{path}")
     try:
-        assert not await store.schema_behind()
+        assert not await store.database.schema_behind()
         db = sqlite3.connect(path, isolation_level=None)
         db.execute("UPDATE askback_alembic_version SET version_num = '9999_later'")  # a later release upgraded it
-        assert not await store.schema_behind()
+        assert not await store.database.schema_behind()
         db.execute("DELETE FROM askback_alembic_version")  # never migrated
-        assert await store.schema_behind()
+        assert await store.database.schema_behind()
         db.close()
     finally:
         await store.close()
+
+
+@pytest.mark.anyio
+async def test_what_the_store_did_itself_still_answers_through_its_parts_with_a_deprecation_warning(
+    store: Store,
+) -> None:
+    with pytest.warns(DeprecationWarning, match=r"Store\.transaction is deprecated: use Store\.database\.transaction"):
+        assert await store.transaction(lambda conn: 1, doing="count") == 1
+    with pytest.warns(DeprecationWarning, match=r"Store\.engine"):
+        assert store.engine is store.database.engine
+    with pytest.warns(DeprecationWarning, match=r"Store\.audit is deprecated: use Store\.audit_log\.query"):
+        assert await store.audit() == []
+    with pytest.warns(DeprecationWarning, match=r"Store\.latest_event_id"):
+        assert await store.latest_event_id() == 0
+    with pytest.warns(DeprecationWarning, match=r"Store\.event_poll_interval"):
+        store.event_poll_interval = 0.01
+    assert store.events.poll_interval == 0.01
+    with pytest.warns(DeprecationWarning, match=r"Store\.claim_effect is deprecated: use Store\.flows\.claim_effect"):
+        claim = await store.claim_effect("flow-1", "deploy", instance="a:1", at=1.0)  # type: ignore[attr-defined]
+    assert claim.status == "won"
+    with pytest.raises(AttributeError, match="no attribute 'claim_everything'"):
+        store.claim_everything  # type: ignore[attr-defined]  # noqa: B018

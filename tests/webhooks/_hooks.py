@@ -80,7 +80,7 @@ async def add_event(store: Store, type: str, at: float, **data: Any) -> None:
     def write(conn: Any) -> None:
         append_event(conn, type=type, at=at, data=data)
 
-    await store.transaction(write, doing="append a test event")
+    await store.database.transaction(write, doing="append a test event")
 
 
 def account_data(principal: str = "alice", connection: str = "gmail", new_status: str = "active") -> dict[str, Any]:

@@ -10,14 +10,14 @@ from _hooks import components
 
 from askback.clock import SystemClock
 from askback.store import Store
-from askback.webhooks import Dispatcher, Endpoint
+from askback.webhooks import Dispatcher, Endpoint, Outbox
 
 
 async def main(db_url: str, url: str, secret: str) -> None:
     store = await Store.open(db_url, components=components())
-    store.event_poll_interval = 0.05
+    store.events.poll_interval = 0.05
     endpoint = Endpoint(url=url, events=["account.*"], secrets=[secret], allow_private=True)
-    dispatcher = Dispatcher(store, [endpoint], clock=SystemClock(), lease=1.0, idle=0.1)
+    dispatcher = Dispatcher(Outbox(store.database, store.events), [endpoint], clock=SystemClock(), lease=1.0, idle=0.1)
     print("ready", flush=True)
     await dispatcher.run()
 

@@ -36,7 +36,13 @@ async def test_deliveries_are_listed_with_json_and_a_failed_one_is_redelivered(
     receiver.answers = [500, 500]
     endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret], allow_private=True)
     clock = FrozenClock(at=time.time())
-    hooks = Dispatcher(store, [endpoint], clock=clock, rng=random.Random(1), schedule=RetrySchedule(delays=(5.0,)))
+    hooks = Dispatcher(
+        Outbox(store.database, store.events),
+        [endpoint],
+        clock=clock,
+        rng=random.Random(1),
+        schedule=RetrySchedule(delays=(5.0,)),
+    )
     await hooks.prepare()
     await add_event(store, "account.connected", time.time(), **account_data())
     await hooks.run_once()
@@ -61,7 +67,7 @@ async def test_deliveries_are_listed_with_json_and_a_failed_one_is_redelivered(
 
     again = run_askback("webhooks", "redeliver", str(row["id"]), env=env)
     assert again.returncode == 0, again.stderr
-    [pending] = await Outbox(store).deliveries(status="pending")
+    [pending] = await Outbox(store.database, store.events).deliveries(status="pending")
     assert pending.id == row["id"]
     twice = run_askback("webhooks", "redeliver", str(row["id"]), env=env)
     assert twice.returncode == 2 and "pending already" in twice.stderr

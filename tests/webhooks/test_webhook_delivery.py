@@ -34,7 +34,9 @@ def now_clock() -> FrozenClock:
 
 
 def dispatcher(store: Store, endpoints: list[Endpoint], clock: FrozenClock) -> Dispatcher:
-    return Dispatcher(store, endpoints, clock=clock, rng=random.Random(7), schedule=SCHEDULE, idle=0.05)
+    return Dispatcher(
+        Outbox(store.database, store.events), endpoints, clock=clock, rng=random.Random(7), schedule=SCHEDULE, idle=0.05
+    )
 
 
 @pytest.mark.http
@@ -58,7 +60,7 @@ async def test_a_delivery_verifies_with_the_standardwebhooks_package_and_carries
     assert got.headers["webhook-timestamp"] == str(int(clock.now()))
     with pytest.raises(WebhookVerificationError):
         Webhook(new_secret()).verify(got.body, got.headers)
-    [delivery] = await Outbox(store).deliveries()
+    [delivery] = await Outbox(store.database, store.events).deliveries()
     assert (delivery.status, delivery.attempts, delivery.last_status) == ("delivered", 1, 200)
     await hooks.aclose()
 
@@ -86,7 +88,7 @@ async def test_a_receiver_that_fails_twice_gets_the_event_on_the_third_attempt_w
 ) -> None:
     receiver.answers = [500, 500]
     clock = now_clock()
-    outbox = Outbox(store)
+    outbox = Outbox(store.database, store.events)
     hooks = dispatcher(
         store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()], allow_private=True)], clock
     )
@@ -120,7 +122,7 @@ async def test_after_the_bounded_schedule_a_delivery_is_failed_and_redeliver_mak
 ) -> None:
     receiver.answers = [503, 503, 503]
     clock = now_clock()
-    outbox = Outbox(store)
+    outbox = Outbox(store.database, store.events)
     hooks = dispatcher(
         store, [Endpoint(url=receiver.url, events=["account.*"], secrets=[new_secret()], allow_private=True)], clock
     )
@@ -146,7 +148,7 @@ async def test_after_the_bounded_schedule_a_delivery_is_failed_and_redeliver_mak
 
 async def test_an_unreachable_receiver_is_an_attempt_logged_with_its_kind_of_failure(store: Store) -> None:
     clock = now_clock()
-    outbox = Outbox(store)
+    outbox = Outbox(store.database, store.events)
     hooks = dispatcher(
         store,
         [Endpoint(url="http://127.0.0.1:9/hooks", events=["account.*"], secrets=[new_secret()], allow_private=True)],
@@ -179,7 +181,7 @@ async def test_each_endpoint_gets_only_the_events_it_names_and_audit_events_only
     await hooks.prepare()
     await add_event(store, "account.connected", clock.now(), **account_data())
     await add_event(store, "account.revoked", clock.now(), **account_data(new_status="revoked"))
-    await store.add_audit_many(
+    await store.audit_log.add_many(
         [
             AuditEvent(event="asked", at=clock.now(), tool="mail", flow_id="f1", principal="alice"),
             AuditEvent(event="rejected", at=clock.now(), tool="mail", flow_id="f1", detail="too late"),
@@ -187,7 +189,7 @@ async def test_each_endpoint_gets_only_the_events_it_names_and_audit_events_only
     )
     await hooks.run_once()
     sent: dict[str, list[str]] = {}
-    for delivery in await Outbox(store).deliveries():
+    for delivery in await Outbox(store.database, store.events).deliveries():
         sent.setdefault(delivery.url.rsplit("/", 1)[1], []).append(delivery.type)
     assert sorted(sent["all"]) == ["account.connected", "account.revoked"]
     assert sent["connected"] == ["account.connected"]
@@ -232,13 +234,13 @@ async def test_the_canary_credential_is_in_no_body_and_no_attempt_row(store: Sto
     )
     await hooks.prepare()
     await add_event(store, "account.refreshed", clock.now(), **account_data())
-    await store.add_audit_many(
+    await store.audit_log.add_many(
         [AuditEvent(event="answered", at=clock.now(), tool="mail", content={"token": canary}, outcome=canary)]
     )
     await hooks.run_once()
     clock.advance(10)
     await hooks.run_once()
-    async with store.engine.connect() as conn:
+    async with store.database.engine.connect() as conn:
         dumped = [
             repr(row)
             for table in ("askback_webhook_deliveries", "askback_webhook_attempts", "askback_webhook_cursors")
@@ -266,7 +268,7 @@ async def test_an_app_with_the_extension_delivers_in_the_background_and_stops_cl
     app = Askback("hooks", settings=load_settings(database_url=db_url), extensions=[webhooks])
     async with app.running():
         store = await app.store()
-        store.event_poll_interval = 0.02
+        store.events.poll_interval = 0.02
         await add_event(store, "account.connected", time.time(), **account_data())
         assert await anyio.to_thread.run_sync(receiver.arrived.wait, 10)
         assert webhooks._task is not None and not webhooks._task.done()

@@ -237,7 +237,12 @@ async def test_a_name_that_resolves_to_loopback_at_send_time_is_refused_and_the_
     clock = FrozenClock(at=time.time())
     http = _http_client(5.0, [endpoint], resolve=rebinding(["127.0.0.1"]))
     hooks = Dispatcher(
-        store, [endpoint], clock=clock, rng=random.Random(1), schedule=RetrySchedule(delays=(5.0,)), http=http
+        Outbox(store.database, store.events),
+        [endpoint],
+        clock=clock,
+        rng=random.Random(1),
+        schedule=RetrySchedule(delays=(5.0,)),
+        http=http,
     )
     await hooks.prepare()
     await add_event(store, "account.connected", time.time(), **account_data())
@@ -249,9 +254,11 @@ async def test_a_name_that_resolves_to_loopback_at_send_time_is_refused_and_the_
     await hooks.aclose()
 
     assert tls_receiver.connections == 0 and tls_receiver.posts == []
-    [delivery] = await Outbox(store).deliveries()
+    [delivery] = await Outbox(store.database, store.events).deliveries()
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("failed", 2, "DestinationRefused")
-    assert [a.error for a in await Outbox(store).attempts(delivery.id)] == ["DestinationRefused"] * 2
+    assert [a.error for a in await Outbox(store.database, store.events).attempts(delivery.id)] == [
+        "DestinationRefused"
+    ] * 2
     assert "127.0.0.1 is a loopback address" in caplog.text and "allow_private" in caplog.text
 
 
@@ -277,7 +284,7 @@ async def test_an_endpoint_that_allows_private_destinations_is_delivered_on_loop
     endpoint = Endpoint(url=url, events=["account.*"], secrets=[secret], allow_private=True)
     other = Endpoint(url=f"https://{NAME}:1/other", events=["account.*"], secrets=[secret])
     http = _http_client(5.0, [endpoint, other], resolve=rebinding(["127.0.0.1"]))
-    hooks = Dispatcher(store, [endpoint], clock=FrozenClock(at=time.time()), http=http)
+    hooks = Dispatcher(Outbox(store.database, store.events), [endpoint], clock=FrozenClock(at=time.time()), http=http)
     await hooks.prepare()
     await add_event(store, "account.connected", time.time(), **account_data())
     await hooks.run_once()

@@ -114,9 +114,9 @@ async def test_the_webhooks_migration_creates_exactly_the_tables_its_models_desc
     def differences(connection: Connection) -> list[Any]:
         return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
 
-    async with store.engine.connect() as conn:
+    async with store.database.engine.connect() as conn:
         found = await conn.run_sync(differences)
     ours = set(Base.metadata.tables)
     assert [d for d in found if d[0] != "remove_table" and d[0] != "remove_index"] == []
     assert ours == {"askback_webhook_cursors", "askback_webhook_deliveries", "askback_webhook_attempts"}
-    assert (await store.revisions())["webhooks"] == "w001"
+    assert (await store.database.revisions())["webhooks"] == "w001"

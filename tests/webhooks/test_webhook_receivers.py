@@ -34,7 +34,15 @@ def dispatcher(store: Store, urls: list[str], clock: FrozenClock, **options: Any
     """A dispatcher for `urls` on `clock`; `options` are the `Dispatcher`'s (`timeout`, `concurrency`, ...)."""
     endpoints = [Endpoint(url=url, events=["account.*"], secrets=[new_secret()], allow_private=True) for url in urls]
     schedule = RetrySchedule(delays=(5.0,), jitter=0.0)
-    return Dispatcher(store, endpoints, clock=clock, rng=random.Random(3), schedule=schedule, idle=0.05, **options)
+    return Dispatcher(
+        Outbox(store.database, store.events),
+        endpoints,
+        clock=clock,
+        rng=random.Random(3),
+        schedule=schedule,
+        idle=0.05,
+        **options,
+    )
 
 
 @pytest.fixture
@@ -69,7 +77,7 @@ async def test_a_32_mib_answer_is_read_a_few_kib_at_most_and_its_connection_clos
         with anyio.fail_after(DEADLINE):
             await peer.closed.wait()  # the rest of the answer was left unread
         await hooks.aclose()
-    [delivery] = await Outbox(store).deliveries()
+    [delivery] = await Outbox(store.database, store.events).deliveries()
     assert (delivery.status, delivery.last_status) == ("delivered", 200)
 
 
@@ -89,7 +97,7 @@ async def test_a_gzip_bomb_is_neither_asked_for_nor_inflated(store: Store, peak:
         await hooks.aclose()
     assert grew < BOUND, f"the attempt allocated {grew / MiB:.1f} MiB"
     assert [r["accept-encoding"] for r in peer.requests] == ["identity"]
-    [delivery] = await Outbox(store).deliveries()
+    [delivery] = await Outbox(store.database, store.events).deliveries()
     assert (delivery.status, delivery.last_status) == ("delivered", 200)
 
 
@@ -123,9 +131,9 @@ async def test_a_receiver_trickling_its_answer_is_cut_off_at_the_attempts_deadli
                         break
                     await peer.trickle_one()
                     clock.advance(0.5)
-        [delivery] = await Outbox(store).deliveries()
+        [delivery] = await Outbox(store.database, store.events).deliveries()
         assert (delivery.status, delivery.last_status, delivery.last_error) == ("pending", None, "timeout")
-        [attempt] = await Outbox(store).attempts(delivery.id)
+        [attempt] = await Outbox(store.database, store.events).attempts(delivery.id)
         assert attempt.error == "timeout"
         with anyio.fail_after(DEADLINE):
             await peer.closed.wait()
@@ -148,7 +156,7 @@ async def known_fast(hooks: Dispatcher, store: Store, clock: FrozenClock, peers:
 
 async def slow_and_fast(store: Store, slow: Peer, fast: Peer, clock: FrozenClock) -> None:
     hooks = dispatcher(store, [slow.url, fast.url], clock, per_endpoint=2, concurrency=4)
-    store.event_poll_interval = 0.02
+    store.events.poll_interval = 0.02
     await hooks.prepare()
     for number in range(5):
         await add_event(store, "account.connected", clock.now(), **account_data(principal=f"p{number}"))
@@ -173,7 +181,7 @@ async def test_a_slow_receiver_holds_only_its_own_slots_while_the_others_deliver
     async with serving(held) as slow, serving(at_once) as fast:
         await slow_and_fast(store, slow, fast, clock)
     assert slow.most == 1  # a receiver not known fast gets one attempt at a time
-    deliveries = await Outbox(store).deliveries()
+    deliveries = await Outbox(store.database, store.events).deliveries()
     assert len(deliveries) == 12 and {d.status for d in deliveries} == {"delivered"}
 
 
@@ -195,10 +203,10 @@ async def test_no_more_attempts_than_the_global_cap_are_under_way_at_once(store:
                 two.release.set()
         await hooks.aclose()
     assert one.most + two.most <= 4 and max(one.most, two.most) == 2
-    deliveries = await Outbox(store).deliveries()
+    deliveries = await Outbox(store.database, store.events).deliveries()
     assert len(deliveries) == 2 + 8 and {d.status for d in deliveries} == {"delivered"}
 
 
 async def test_a_concurrency_below_one_is_refused_when_the_dispatcher_is_made(store: Store) -> None:
     with pytest.raises(ConfigurationError, match="at least 1"):
-        Dispatcher(store, [], per_endpoint=0)
+        Dispatcher(Outbox(store.database, store.events), [], per_endpoint=0)

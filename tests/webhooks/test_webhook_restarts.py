@@ -56,7 +56,7 @@ async def test_an_instance_killed_with_deliveries_in_flight_loses_none_once_anot
 ) -> None:
     secret = new_secret()
     endpoint = Endpoint(url=receiver.url, events=["account.*"], secrets=[secret], allow_private=True)
-    setup = Dispatcher(store, [endpoint])
+    setup = Dispatcher(Outbox(store.database, store.events), [endpoint])
     await setup.prepare()
     await setup.aclose()
     receiver.gate = threading.Event()  # every request waits: the first instance dies mid-attempt
@@ -73,7 +73,7 @@ async def test_an_instance_killed_with_deliveries_in_flight_loses_none_once_anot
     receiver.gate.set()
 
     children.append(start_worker(db_url, receiver.url, secret))
-    outbox = Outbox(store)
+    outbox = Outbox(store.database, store.events)
 
     def delivered() -> bool:
         with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as db:

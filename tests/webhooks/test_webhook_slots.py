@@ -82,7 +82,15 @@ def test_a_receiver_is_known_fast_only_when_it_answered_below_500_within_a_quart
 def dispatcher(store: Store, urls: list[str], clock: FrozenClock, **options: Any) -> Dispatcher:
     endpoints = [Endpoint(url=url, events=["account.*"], secrets=[new_secret()], allow_private=True) for url in urls]
     schedule = RetrySchedule(delays=(5.0,), jitter=0.0)
-    return Dispatcher(store, endpoints, clock=clock, rng=random.Random(3), schedule=schedule, idle=0.05, **options)
+    return Dispatcher(
+        Outbox(store.database, store.events),
+        endpoints,
+        clock=clock,
+        rng=random.Random(3),
+        schedule=schedule,
+        idle=0.05,
+        **options,
+    )
 
 
 async def add_events(store: Store, clock: FrozenClock, count: int, first: int = 0) -> None:
@@ -106,7 +114,7 @@ async def test_four_urls_on_one_hung_host_share_its_slots_and_the_healthy_receiv
     store: Store,
 ) -> None:
     clock = FrozenClock(at=time.time())
-    store.event_poll_interval = 0.02
+    store.events.poll_interval = 0.02
     async with serving(held) as hung, serving(at_once) as healthy:
         # The hung host's URLs come first: their deliveries are due first.
         urls = [f"{hung.url}/{number}" for number in range(4)] + [healthy.url]
@@ -130,7 +138,7 @@ async def test_hung_receivers_get_one_attempt_each_and_half_the_slots_while_the_
     store: Store,
 ) -> None:
     clock = FrozenClock(at=time.time())
-    store.event_poll_interval = 0.02
+    store.events.poll_interval = 0.02
     async with hung_receivers(5) as hung, serving(at_once) as healthy:
         hooks = dispatcher(
             store, [healthy.url] + [peer.url for peer in hung], clock, concurrency=8, per_endpoint=2, timeout=ATTEMPT
@@ -166,7 +174,7 @@ async def test_a_receiver_that_answered_slowly_gets_one_attempt_at_a_time_and_a_
     store: Store, answer_after: float, at_once_most: int
 ) -> None:
     clock = FrozenClock(at=time.time())
-    store.event_poll_interval = 0.02
+    store.events.poll_interval = 0.02
     async with serving(held) as receiver, serving(at_once) as other:
         hooks = dispatcher(store, [receiver.url, other.url], clock, concurrency=8, per_endpoint=2, timeout=ATTEMPT)
         await hooks.prepare()
@@ -191,5 +199,5 @@ async def test_a_receiver_that_answered_slowly_gets_one_attempt_at_a_time_and_a_
                 tasks.cancel_scope.cancel()
         await hooks.aclose()
     assert most == at_once_most
-    deliveries = await Outbox(store).deliveries()
+    deliveries = await Outbox(store.database, store.events).deliveries()
     assert len(deliveries) == 8 and {d.status for d in deliveries} == {"delivered"}

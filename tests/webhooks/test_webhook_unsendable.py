@@ -67,7 +67,7 @@ async def test_an_unsendable_endpoint_fails_its_attempts_while_the_one_beside_it
         with settled() as attempts, caplog.at_level(logging.INFO, logger="askback.webhooks"):
             async with app.running():
                 store = await app.store()
-                store.event_poll_interval = 0.02
+                store.events.poll_interval = 0.02
                 with anyio.fail_after(DEADLINE):
                     await add_event(store, "account.connected", time.time(), **account_data())
                     await attempts.until(2)  # the good endpoint's attempt, and the unsendable one's
@@ -75,7 +75,7 @@ async def test_an_unsendable_endpoint_fails_its_attempts_while_the_one_beside_it
                     await add_event(store, "account.revoked", time.time(), **account_data(new_status="revoked"))
                     await good.until(lambda: len(good.requests) == 2)
                 assert webhooks._task is not None and not webhooks._task.done()
-                outbox = Outbox(store)
+                outbox = Outbox(store.database, store.events)
                 failed = [d for d in await outbox.deliveries() if d.endpoint == bad.key]
                 logged_attempts = [a for d in failed for a in await outbox.attempts(d.id)]
     assert failed and {(d.status, d.last_error) for d in failed} == {("pending", "InvalidCodepoint")}

@@ -15,7 +15,7 @@ from _hooks import Receiver, account_data, add_event, new_secret
 from askback.clock import FrozenClock
 from askback.errors import ConfigurationError
 from askback.store import Store
-from askback.webhooks import Dispatcher, Endpoint, RetrySchedule, load_endpoints
+from askback.webhooks import Dispatcher, Endpoint, Outbox, RetrySchedule, load_endpoints
 from askback.webhooks.endpoints import redacted_url
 from infra import run_askback
 
@@ -93,7 +93,13 @@ async def test_a_token_in_the_query_is_in_no_log_no_cli_output_and_no_stored_row
     [endpoint] = load_endpoints(config, environ=env)
     receiver.answers = [500]
     clock = FrozenClock(at=time.time())
-    hooks = Dispatcher(store, [endpoint], clock=clock, rng=random.Random(1), schedule=RetrySchedule(delays=(5.0,)))
+    hooks = Dispatcher(
+        Outbox(store.database, store.events),
+        [endpoint],
+        clock=clock,
+        rng=random.Random(1),
+        schedule=RetrySchedule(delays=(5.0,)),
+    )
     await hooks.prepare()
     await add_event(store, "account.connected", time.time(), **account_data())
     with caplog.at_level(logging.DEBUG):

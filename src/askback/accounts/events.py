@@ -24,13 +24,14 @@ does, whichever instance made it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from askback.accounts.status import Event, Status
 from askback.errors import ConfigurationError
-from askback.store import Store, StoredEvent
+from askback.store import EventLog, Store, StoredEvent
 
 __all__ = [
     "ACCOUNT_EVENT_TYPES",
@@ -155,11 +156,18 @@ def _wanted(kind: str, types: tuple[str, ...]) -> bool:
 
 
 class AccountEvents:
-    """The account events in `store`'s event log, as they happen on any instance sharing the database (woken by
-    PostgreSQL's NOTIFY, or by polling on SQLite), `wait` seconds at most per wait for the next one."""
+    """The account events in `events` (a store's event log), as they happen on any instance sharing the database
+    (woken by PostgreSQL's NOTIFY, or by polling on SQLite), `wait` seconds at most per wait for the next one."""
 
-    def __init__(self, store: Store, *, batch: int = 500, wait: float = 30.0) -> None:
-        self.store = store
+    def __init__(self, events: EventLog | Store, *, batch: int = 500, wait: float = 30.0) -> None:
+        if isinstance(events, Store):
+            warnings.warn(
+                "AccountEvents(store) is deprecated: give it the store's event log, AccountEvents(store.events)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            events = events.events
+        self.log = events
         self.batch = batch
         self.wait = wait
 
@@ -176,11 +184,11 @@ class AccountEvents:
         starts; `since=N`: those after cursor N too (`0`: from the first). Refuses an unknown type
         (`ConfigurationError`) rather than wait for it forever."""
         wanted = _checked(types)
-        cursor = await self.store.latest_event_id() if since is None else since
+        cursor = await self.log.latest_event_id() if since is None else since
         while True:
             # Every event, filtered here: the cursor must pass the ones not wanted too, or the wait below would
             # find them again and again.
-            found = await self.store.events_after(cursor, limit=self.batch)
+            found = await self.log.events_after(cursor, limit=self.batch)
             for stored in found:
                 cursor = stored.id
                 if not _wanted(stored.type, wanted):
@@ -192,4 +200,4 @@ class AccountEvents:
                     continue
                 yield event
             if len(found) < self.batch:
-                await self.store.wait_for_events(cursor, timeout=self.wait)
+                await self.log.wait_for_events(cursor, timeout=self.wait)

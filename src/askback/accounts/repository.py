@@ -9,6 +9,7 @@ condition on its current status), so two instances changing one account at once 
 from __future__ import annotations
 
 import secrets
+import warnings
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -20,7 +21,7 @@ from askback.accounts.links import Admitted, AuthorizationLink, Refused, admit_o
 from askback.accounts.status import Event, Status, transition
 from askback.accounts.vault import Vault
 from askback.errors import AccountStateError, LimitReachedError
-from askback.store import Store, append_event, hold_lock
+from askback.store import Database, Store, append_event, hold_lock
 
 __all__ = ["LIVE_LINKS_PER_ACCOUNT", "Account", "Accounts"]
 
@@ -146,10 +147,18 @@ class Account:
 
 
 class Accounts:
-    """Connected accounts kept in `store` (opened with the accounts component among its migrations)."""
+    """Connected accounts kept in `database` (opened with the accounts component among its migrations): a store's
+    `database` part."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, database: Database | Store) -> None:
+        if isinstance(database, Store):
+            warnings.warn(
+                "Accounts(store) is deprecated: give it the store's database, Accounts(store.database)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            database = database.database
+        self.database = database
 
     async def begin_connect(
         self,
@@ -215,7 +224,7 @@ class Accounts:
             )
             return account_id
 
-        account_id = await self.store.transaction(write, doing="issue an authorization link", immediate=True)
+        account_id = await self.database.transaction(write, doing="issue an authorization link", immediate=True)
         return account_id, token
 
     async def use_link(self, token: str, *, opener: str | None, now: float) -> Admitted | Refused:
@@ -235,7 +244,7 @@ class Accounts:
                 return Refused("used")  # another use of the same link committed first
             return decision
 
-        return await self.store.transaction(use, doing="use an authorization link", immediate=True)
+        return await self.database.transaction(use, doing="use an authorization link", immediate=True)
 
     async def remember_state(self, token: str, *, state: str, sealed_verifier: str, until: float) -> None:
         """Keep, on the link just used, the OAuth `state` (its digest) the callback must bring back, the sealed PKCE
@@ -247,7 +256,7 @@ class Accounts:
             "b_verifier": sealed_verifier,
             "b_until": until,
         }
-        await self.store.transaction(lambda conn: conn.execute(_SET_STATE, params), doing="start an authorization")
+        await self.database.transaction(lambda conn: conn.execute(_SET_STATE, params), doing="start an authorization")
 
     async def take_state(
         self, state: str, *, opener: str | None, now: float
@@ -272,7 +281,7 @@ class Accounts:
             link = AuthorizationLink(**{k: getattr(row, k) for k in AuthorizationLink.__dataclass_fields__})
             return link, row.verifier
 
-        return await self.store.transaction(take, doing="finish an authorization", immediate=True)
+        return await self.database.transaction(take, doing="finish an authorization", immediate=True)
 
     async def of(self, principal: str, connection: str) -> list[Account]:
         """Every account of `principal` for `connection`, by label."""
@@ -281,7 +290,7 @@ class Accounts:
             rows = conn.execute(_FIND_BY_PRINCIPAL, {"principal": principal, "connection": connection}).all()
             return [_account(row) for row in rows]
 
-        return await self.store.transaction(read, doing="read connected accounts")
+        return await self.database.transaction(read, doing="read connected accounts")
 
     async def listing(self, *, principal: str | None = None, connection: str | None = None) -> list[Account]:
         """Accounts, optionally of one principal and/or one connection (for `askback accounts list`)."""
@@ -291,7 +300,7 @@ class Accounts:
         if connection is not None:
             query = query.where(_a.connection == connection)
         query = query.order_by(_a.principal, _a.connection, _a.label)
-        async with self.store.engine.connect() as conn:
+        async with self.database.engine.connect() as conn:
             return [_account(row) for row in (await conn.execute(query)).all()]
 
     async def history(self, account_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
@@ -303,7 +312,7 @@ class Accounts:
             .order_by(e.id.desc())
             .limit(limit)
         )
-        async with self.store.engine.connect() as conn:
+        async with self.database.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
         return [dict(row._mapping) for row in reversed(rows)]
 
@@ -336,14 +345,14 @@ class Accounts:
                 expires_at=expires_at,
             )
 
-        return await self.store.transaction(write, doing=f"change account {account_id!r}", immediate=True)
+        return await self.database.transaction(write, doing=f"change account {account_id!r}", immediate=True)
 
     async def get(self, account_id: str) -> Account | None:
         def read(conn: Connection) -> Account | None:
             row = conn.execute(_BY_ID, {"id": account_id}).first()
             return None if row is None else _account(row)
 
-        return await self.store.transaction(read, doing=f"read account {account_id!r}")
+        return await self.database.transaction(read, doing=f"read account {account_id!r}")
 
     async def rotate(self, vault: Vault) -> tuple[int, int]:
         """Re-encrypt every stored credential not sealed with the vault's sealing key, in one transaction:
@@ -362,7 +371,7 @@ class Accounts:
                     rotated += 1
             return rotated, len(rows)
 
-        return await self.store.transaction(write, doing="re-encrypt the vault", immediate=True)
+        return await self.database.transaction(write, doing="re-encrypt the vault", immediate=True)
 
     async def one_sealed(self) -> tuple[str, str] | None:
         """The most recently changed stored credential, `(account_id, sealed)`: what a start-up check opens to see
@@ -372,11 +381,11 @@ class Accounts:
             row = conn.execute(_ONE_SEALED).first()
             return None if row is None else (row.id, row.credential)
 
-        return await self.store.transaction(read, doing="read a stored credential")
+        return await self.database.transaction(read, doing="read a stored credential")
 
     async def sealed_credential(self, account_id: str) -> str | None:
         """The vault's ciphertext of the account's credential, for the vault to open; `None` when there is none."""
-        return await self.store.transaction(
+        return await self.database.transaction(
             lambda conn: conn.execute(_CREDENTIAL, {"id": account_id}).scalar(), doing="read a credential"
         )
 

@@ -80,10 +80,10 @@ class AccountsSetup:
         self._events: AccountEvents | None = None
 
     async def start(self, context: ExtensionContext) -> None:
-        store, settings = context.store, context.settings
-        await self._check_vault(Accounts(store))
+        database, settings = context.store.database, context.settings
+        await self._check_vault(Accounts(database))
         tokens = TokenKeeper(
-            Accounts(store),
+            Accounts(database),
             self.vault,
             self.connections,
             clock=context.clock,
@@ -91,7 +91,7 @@ class AccountsSetup:
             http=self.http,
         )
         self._service = AccountService(
-            accounts=Accounts(store),
+            accounts=Accounts(database),
             vault=self.vault,
             connections=self.connections,
             tokens=tokens,
@@ -102,7 +102,7 @@ class AccountsSetup:
             provider_visit_ttl=settings.provider_visit_ttl,
             pending_per_principal=settings.pending_accounts_per_principal,
         )
-        self._events = AccountEvents(store)
+        self._events = AccountEvents(context.store.events)
 
     async def _check_vault(self, accounts: Accounts) -> None:
         """Refuse to start with a key ring that cannot read the stored credentials (a wrong key, a key removed too

@@ -52,7 +52,7 @@ def _with_accounts(database: str | None, work: Any) -> Any:
     async def run() -> Any:
         store = await Store.open(url, components=all_components())
         try:
-            accounts = Accounts(store)
+            accounts = Accounts(store.database)
 
             def keeper() -> TokenKeeper:
                 return _keeper(accounts, settings)

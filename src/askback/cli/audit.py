@@ -143,7 +143,7 @@ def audit(
     async def run() -> list[AuditEvent]:
         store = await Store.open(url, migrate=False)
         try:
-            return await store.audit(flt)
+            return await store.audit_log.query(flt)
         finally:
             await store.close()
 
@@ -254,7 +254,7 @@ def verify(
     async def run() -> Verdict:
         store = await Store.open(url, migrate=False)
         try:
-            return await store.verify_audit()
+            return await store.audit_log.verify()
         finally:
             await store.close()
 

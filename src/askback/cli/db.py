@@ -59,8 +59,8 @@ def db_upgrade(
     async def run() -> dict[str, str | None]:
         store = await Store.open(url, migrate=False, check=False, components=all_components())
         try:
-            await store.upgrade()
-            return await store.revisions()
+            await store.database.upgrade()
+            return await store.database.revisions()
         finally:
             await store.close()
 

@@ -290,7 +290,7 @@ def serve(
         async def prepare() -> str:
             # Migrate (SQLite) or check (PostgreSQL) once here, before any worker takes a request.
             async with server.running():
-                return (await server.store()).safe_url
+                return (await server.store()).database.safe_url
 
         database = run_with_database(server.settings.database_url, prepare)
         config = uvicorn.Config(

@@ -27,7 +27,7 @@ from askback.errors import AskbackError
 from askback.terminal_text import for_terminal
 
 if TYPE_CHECKING:
-    from askback.server.tasks._rows import TaskRecord
+    from askback.server.tasks.rows import TaskRecord
     from askback.store import Store
 
 __all__ = ["UnknownTaskError", "register"]
@@ -131,8 +131,8 @@ async def _listing(
 ) -> list[TaskRecord]:
     from sqlalchemy import select
 
-    from askback.server.tasks._rows import read_task
-    from askback.store._models import TaskRow
+    from askback.server.tasks.rows import read_task
+    from askback.store.models import TaskRow
 
     query = select(TaskRow.task_id).where(TaskRow.expires_at >= now)
     if status is not None:
@@ -140,7 +140,7 @@ async def _listing(
     if principal is not None:
         query = query.where(TaskRow.principal == principal)
     query = query.order_by(TaskRow.created_at.desc(), TaskRow.task_id).limit(limit)
-    ids = await store.read(lambda conn: [row.task_id for row in conn.execute(query).all()], doing="list tasks")
+    ids = await store.database.read(lambda conn: [row.task_id for row in conn.execute(query).all()], doing="list tasks")
     found = [await read_task(store, task_id, now=now) for task_id in ids]
     return [record for record in found if record is not None]
 
@@ -190,7 +190,7 @@ def tasks_show(
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Show one task: where it stands, who made it, the questions it waits on (never answers or results)."""
-    from askback.server.tasks._rows import read_task
+    from askback.server.tasks.rows import read_task
 
     async def work(store: Store, now: float) -> TaskRecord | None:
         return await read_task(store, task_id, now=now)
@@ -231,7 +231,7 @@ def tasks_cancel(
     """Cancel a task as `tasks/cancel` does: it ends cancelled and its effects never run, unless it has started one
     (it then runs on to its result); an ended task stays as is."""
     from askback.audit.emit import instance_id
-    from askback.server.tasks._runner import cancel
+    from askback.server.tasks.runner import cancel
     from askback.server.tasks.status import TERMINAL
 
     async def work(store: Store, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:

@@ -49,7 +49,7 @@ def vault_rotate(
     async def run() -> tuple[int, int]:
         store = await Store.open(url, components=all_components())
         try:
-            return await Accounts(store).rotate(vault)
+            return await Accounts(store.database).rotate(vault)
         finally:
             await store.close()
 

@@ -57,7 +57,7 @@ def _with_outbox(database: str | None, work: Callable[[Outbox], Awaitable[_T]]) 
     async def run() -> _T:
         store = await Store.open(url, components=components)
         try:
-            return await work(Outbox(store))
+            return await work(Outbox(store.database, store.events))
         finally:
             await store.close()
 

@@ -52,7 +52,7 @@ deployments = sa.Table(
 )
 
 # The demo's own statements, built once (the store's SQLite fast path compiles each statement object once) and run
-# through `store.transaction` / `store.read`, as a tool's own data access should be.
+# through `store.database.transaction` / `store.database.read`, as a tool's own data access should be.
 _PROJECT_NAME = sa.select(projects.c.name).where(projects.c.id == sa.bindparam("id"))
 _PROJECTS = sa.select(projects.c.id, projects.c.name).order_by(projects.c.id)
 _DELETE_PROJECT = projects.delete().where(projects.c.id == sa.bindparam("id"))
@@ -99,7 +99,7 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
 
     @app.on_start
     async def create_and_seed(store: Store) -> None:
-        async with store.exclusive() as conn:
+        async with store.database.exclusive() as conn:
             await conn.run_sync(lambda sync: _meta.create_all(sync, checkfirst=True))
             for project_id, name in SEED.items():
                 exists = await conn.scalar(sa.select(sa.func.count()).where(projects.c.id == project_id))
@@ -111,7 +111,7 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
     async def delete_project(project_id: str, flow: Flow) -> str:
         """Delete a project. The user confirms by typing the project's name."""
         store = await app.store()
-        name = await store.read(
+        name = await store.database.read(
             lambda conn: conn.execute(_PROJECT_NAME, {"id": project_id}).scalar(), doing="read a project"
         )
         if name is None:
@@ -126,7 +126,7 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
             return str(name)
 
         async def once() -> str:
-            return await store.transaction(delete, doing="delete a project")
+            return await store.database.transaction(delete, doing="delete a project")
 
         deleted = await flow.once("delete", once)
         return f"Deleted {deleted}."
@@ -143,7 +143,9 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
         row = {"service": service, "environment": env, "by": current_principal()}
 
         async def record() -> str:
-            await store.transaction(lambda conn: conn.execute(_ADD_DEPLOYMENT, row), doing="record a deployment")
+            await store.database.transaction(
+                lambda conn: conn.execute(_ADD_DEPLOYMENT, row), doing="record a deployment"
+            )
             return str(env)
 
         done = await flow.once("deploy", record)
@@ -153,7 +155,7 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
     async def list_projects() -> dict[str, Any]:
         """The projects that exist."""
         store = await app.store()
-        rows = await store.read(lambda conn: conn.execute(_PROJECTS).all(), doing="list projects")
+        rows = await store.database.read(lambda conn: conn.execute(_PROJECTS).all(), doing="list projects")
         return {"projects": [{"id": r.id, "name": r.name} for r in rows]}
 
     @app.tool()
@@ -164,7 +166,7 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
         def read(conn: Any) -> tuple[list[Any], list[Any]]:
             return conn.execute(_DEPLOYMENTS).all(), conn.execute(_DELETIONS).all()
 
-        deps, dels = await store.read(read, doing="list deployments")
+        deps, dels = await store.database.read(read, doing="list deployments")
         return {
             "deployments": [{"service": r.service, "environment": r.environment, "by": r.by} for r in deps],
             "deletions": [{"project_id": r.project_id, "name": r.name, "by": r.by} for r in dels],

@@ -26,7 +26,6 @@ from askback.errors import InvalidTokenError
 
 if TYPE_CHECKING:
     from askback.identity._keys import KeyCache
-    from askback.identity._settings import IdentitySettings
 
 __all__ = [
     "ACCESS_TOKEN_TYPES",
@@ -254,22 +253,33 @@ def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issue
     )
 
 
-async def verify_jwt(token: str, *, keys: KeyCache, settings: IdentitySettings, now: float) -> dict[str, Any]:
-    """The claims of the JWT access token `token` once every check of `settings` passes; raises `InvalidTokenError`
+async def verify_jwt(
+    token: str,
+    *,
+    keys: KeyCache,
+    issuer: str | None,
+    audience: str | None,
+    algorithms: Collection[str],
+    principal_claim: str,
+    leeway: float,
+    accept_jwt_typ: bool,
+    now: float,
+) -> dict[str, Any]:
+    """The claims of the JWT access token `token` once every check passes (the identity settings' `issuer`,
+    `expected_audience`, `algorithms`, `principal_claim`, `leeway` and `accept_jwt_typ`); raises `InvalidTokenError`
     (or `IssuerUnavailableError` when the issuer's keys cannot be read)."""
-    issuer, audience = settings.issuer, settings.expected_audience
     if issuer is None or audience is None:
         raise InvalidTokenError("no issuer and audience are configured to check the token against")
-    header, claims = await _signed(token, keys=keys, issuer=issuer, algorithms=settings.algorithms)
+    header, claims = await _signed(token, keys=keys, issuer=issuer, algorithms=algorithms)
     check_access_claims(
         header,
         claims,
         issuer=issuer,
         audience=audience,
-        principal_claim=settings.principal_claim,
+        principal_claim=principal_claim,
         now=now,
-        leeway=settings.leeway,
-        accept_jwt_typ=settings.accept_jwt_typ,
+        leeway=leeway,
+        accept_jwt_typ=accept_jwt_typ,
     )
     return claims
 

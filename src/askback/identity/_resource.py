@@ -290,7 +290,17 @@ class ResourceServer:
             # The refusals that need no key come before any request to the issuer.
             precheck_jwt(token, issuer=self.issuer, algorithms=settings.algorithms)
             keys = await self._discovered()
-            claims = await verify_jwt(token, keys=keys, settings=settings, now=self._clock.now())
+            claims = await verify_jwt(
+                token,
+                keys=keys,
+                issuer=settings.issuer,
+                audience=settings.expected_audience,
+                algorithms=settings.algorithms,
+                principal_claim=settings.principal_claim,
+                leeway=settings.leeway,
+                accept_jwt_typ=settings.accept_jwt_typ,
+                now=self._clock.now(),
+            )
             return caller_from_claims(claims, principal_claim=settings.principal_claim, issuer=self.issuer)
         if not token or token.strip() != token:
             raise InvalidTokenError("the token is empty or malformed")

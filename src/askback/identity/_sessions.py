@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Table, bindparam, delete, insert, select
 from askback.identity._models import SessionRow
 
 if TYPE_CHECKING:
-    from askback.store import Store
+    from askback.db.database import Database
 
 __all__ = ["Sessions", "evicted", "new_session_id"]
 
@@ -55,8 +55,8 @@ def evicted(live: Sequence[tuple[str, float]], *, keep: int) -> list[str]:
 class Sessions:
     """People's sessions kept in `store` (opened with the identity component among its migrations)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, database: Database) -> None:
+        self.database = database
 
     async def begin(self, principal: str, *, now: float, ttl: float, per_person: int) -> str:
         """A new session of `principal` from `now` for `ttl` seconds: its id (for the cookie; only its digest is
@@ -72,7 +72,7 @@ class Sessions:
             if ended:
                 conn.execute(_END, [{"b_digest": digest} for digest in ended])
 
-        await self.store.transaction(write, doing="begin a person's session", immediate=True)
+        await self.database.transaction(write, doing="begin a person's session", immediate=True)
         return session_id
 
     async def principal_of(self, session_id: str, *, now: float) -> str | None:
@@ -84,7 +84,7 @@ class Sessions:
                 return None
             return str(found.principal)
 
-        return await self.store.read(read, doing="read a person's session")
+        return await self.database.read(read, doing="read a person's session")
 
     async def end(self, session_id: str) -> None:
         """End the session `session_id` for every copy of its cookie, on every instance."""
@@ -92,4 +92,4 @@ class Sessions:
         def write(conn: Connection) -> None:
             conn.execute(_END, {"b_digest": _digest(session_id)})
 
-        await self.store.transaction(write, doing="end a person's session", immediate=True)
+        await self.database.transaction(write, doing="end a person's session", immediate=True)

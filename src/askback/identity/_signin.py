@@ -210,7 +210,7 @@ class PeopleSignIn:
         settings = context.settings
         self.session_ttl = float(self._ttl_given or settings.session_ttl)
         self.sessions_per_person = self._per_person_given or settings.sessions_per_person
-        self._sessions = Sessions(context.store)
+        self._sessions = Sessions(context.store.database)
         if self.home_issuer != self.issuer:
             issuers = (self.issuer, self.issuer, self.home_issuer)
             logger.info("people signed in at %s are the principals %s#<subject>, apart from those of %s", *issuers)

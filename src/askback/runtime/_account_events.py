@@ -20,28 +20,31 @@ resumes such a task itself once the account connects (docs/tasks.md), and the ru
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 from askback.core.server_urls import same_server
 from askback.errors import CallError, ResumeDueError
 from askback.runtime._outcomes import AccountActive, Outcome, Parked
+from askback.runtime.call_record import CallRecord
+from askback.runtime.parked_calls import ParkedCalls
 from askback.runtime.questions import account_question
 
-if TYPE_CHECKING:
-    from askback.runtime.calls import Runtime
-    from askback.runtime.parked_calls import CallRecord
+# How a call is sent back: `resume(call_id)` as `Runtime.resume` sends it, `look(call_id, key)` with the link `key`
+# left unanswered for the server to look at the account itself.
+Resume = Callable[[str], Awaitable[Outcome]]
+Look = Callable[[str, str], Awaitable[Outcome]]
 
 __all__ = ["account_active", "same_server"]
 
 log = logging.getLogger("askback.runtime")
 
 
-async def account_active(rt: Runtime, event: AccountActive) -> list[Outcome]:
-    """Send back every call waiting for exactly `event`'s account (see the module's docstring); what each came to.
-    `ResumeDueError` when some could not go on, once every call has been tried."""
+async def account_active(calls: ParkedCalls, resume: Resume, look: Look, event: AccountActive) -> list[Outcome]:
+    """Send back every call of `calls` waiting for exactly `event`'s account (see the module's docstring); what each
+    came to. `ResumeDueError` when some could not go on, once every call has been tried."""
     outcomes: list[Outcome] = []
     errors: dict[str, CallError] = {}
-    records = [r async for page in rt.calls.pages(principal=event.principal) for r in page]
+    records = [r async for page in calls.pages(principal=event.principal) for r in page]
     for record in records:
         if record.task_id is not None or (event.server is not None and not same_server(record.server, event.server)):
             continue
@@ -49,7 +52,7 @@ async def account_active(rt: Runtime, event: AccountActive) -> list[Outcome]:
         if question is None:
             continue
         try:
-            outcomes.append(await _send_back(rt, record, question.key))
+            outcomes.append(await _send_back(calls, resume, look, record, question.key))
         except CallError as exc:
             errors[record.id] = exc
     if errors:
@@ -57,11 +60,11 @@ async def account_active(rt: Runtime, event: AccountActive) -> list[Outcome]:
     return outcomes
 
 
-async def _send_back(rt: Runtime, record: CallRecord, key: str) -> Outcome:
-    if key in await rt.calls.answers(record.id, record.round):
-        return await rt.resume(record.id)  # the person's own answer, not yet sent
-    # Past its deadline the look is not taken: `_resume` resumes the round as `resume` does (`look_decision`).
-    outcome = await rt._resumed(record.id, leave_open=key)
+async def _send_back(calls: ParkedCalls, resume: Resume, look: Look, record: CallRecord, key: str) -> Outcome:
+    if key in await calls.answers(record.id, record.round):
+        return await resume(record.id)  # the person's own answer, not yet sent
+    # Past its deadline the look is not taken: the round is resumed as `resume` does (`look_decision`).
+    outcome = await look(record.id, key)
     if isinstance(outcome, Parked) and outcome.round > record.round:
         log.info("call %s: the account is not connected yet; it waits again on round %d", record.id, outcome.round)
     return outcome

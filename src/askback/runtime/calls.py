@@ -77,7 +77,7 @@ class Runtime:
         era: Literal["auto", "legacy"] = "auto",
     ) -> None:
         self.store = store
-        self.calls = ParkedCalls(store)
+        self.calls = ParkedCalls(store.database)
         self.renderers = tuple(renderers)
         self.modes = declared_modes(self.renderers)
         self.clock: Clock = clock or SystemClock()
@@ -357,7 +357,9 @@ class Runtime:
         The hooks of `on_account_active` run after, either way."""
         failed: ResumeDueError | None = None
         try:
-            outcomes = await _account_events.account_active(self, event)
+            outcomes = await _account_events.account_active(
+                self.calls, self.resume, lambda call_id, key: self._resumed(call_id, leave_open=key), event
+            )
         except ResumeDueError as exc:
             outcomes, failed = list(exc.outcomes), exc
         for hook in self._account_hooks:

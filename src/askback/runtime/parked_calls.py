@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Connection, Float, String, Table, bindparam, func, insert, or_, select, update
 
+from askback.db.database import Database
 from askback.db.migrate import Component
 from askback.db.sqlite import RawResult
 from askback.errors import CallStateError, UnknownCallError
@@ -25,7 +26,6 @@ from askback.runtime._models import VERSION_TABLE, AnswerRow, CallRow, RoundRow
 from askback.runtime.call_record import CallRecord, record_of
 from askback.runtime.call_status import CallStatus, Move, allows, move, sources, target
 from askback.runtime.questions import Answer, pending_questions
-from askback.store import Store
 
 __all__ = ["MIGRATIONS", "CallRecord", "CallStatus", "ParkedCalls"]
 
@@ -181,7 +181,7 @@ def _dumps(value: Any) -> str:
 class ParkedCalls:
     """The runtime's calls in `store` (opened with the runtime's component among its migrations)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Database) -> None:
         self.store = store
 
     async def add(

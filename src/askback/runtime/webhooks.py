@@ -261,7 +261,7 @@ async def _take(runtime: Runtime, webhook_id: str, type_: str, *, now: float, le
         params = {"b_id": webhook_id, "b_now": now, "b_claim": claim, "b_until": now + lease}
         return bool(conn.execute(_TAKE_OVER, params).rowcount == 1)
 
-    won = await runtime.store.transaction(write, doing="take in a webhook", immediate=True)
+    won = await runtime.store.database.transaction(write, doing="take in a webhook", immediate=True)
     return claim if won else None
 
 
@@ -367,13 +367,13 @@ class _Receiver:
             log.warning("webhook %s: call %s %s: %s", webhook_id, call_id, how, error)
             not_resumed.append({"call_id": call_id, "status": status})
         params = {"b_id": key, "b_claim": claim, "b_at": self.clock.now()}
-        await runtime.store.transaction(lambda conn: conn.execute(_DONE, params), doing="record a webhook")
+        await runtime.store.database.transaction(lambda conn: conn.execute(_DONE, params), doing="record a webhook")
         calls = [_outcome_json(o) for o in outcomes] + not_resumed
         return _json(200, duplicate=False, calls=calls)
 
     async def give_back(self, webhook_id: str, claim: str) -> None:
         with anyio.CancelScope(shield=True):
-            await self.runtime.store.transaction(
+            await self.runtime.store.database.transaction(
                 lambda conn: conn.execute(_GIVE_BACK, {"b_id": webhook_id, "b_claim": claim}),
                 doing="give back a webhook",
             )

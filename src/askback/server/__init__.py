@@ -1,6 +1,7 @@
-"""The server kit: the `Askback` app (`app.py`), the round executor that carries out the core's decisions
-(`round.py`), effects that run once (`effects.py`), the 2025-11-25 bridge (`legacy.py`), and the HTTP pieces
-(`http.py`, `auth.py`). What a product adds to an app (its migrations, start and close hooks, mounts and ports) is
+"""The server kit: the `Askback` app (`app.py`; its life in `_lifecycle.py`, its tools in `_registry.py`, the guard
+around every request in `_call_guard.py`), the round executor that carries out the core's decisions (`round.py`),
+effects that run once (`effects.py`), the 2025-11-25 bridge (`legacy.py`), and the HTTP pieces (`http.py`, the
+guards in front of `/mcp` in `_http_guards.py`, `auth.py`). What a product adds to an app (its migrations, start and close hooks, mounts and ports) is
 an `Extension` (`askback.extension`), given as `Askback(name, extensions=[...])`.
 
 The public surface is this module. Names are imported on first use, as `askback`'s are, so that importing the face

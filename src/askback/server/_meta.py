@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -33,13 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from askback.core.connecting import checked_label
 from askback.core.flow import AccountsPort, NotReady, Readiness, readiness
 from askback.errors import AskbackError, ConfigurationError, DefinitionError
-from askback.server._catalogue import CatalogueTool, arguments_error, checked_connections
+from askback.server._catalogue import Catalogue, CatalogueTool, arguments_error, checked_connections
 from askback.server._tools import at_mcp_boundary
 from askback.server.auth import caller_of
 from askback.server.round import Handler, RoundConfig
-
-if TYPE_CHECKING:
-    from askback.server.app import Askback
+from askback.server.tasks import TasksExtension
 
 __all__ = [
     "META_TOOLS",
@@ -126,7 +124,34 @@ Call = Callable[
 AuditRefusal = Callable[[Mapping[str, Any], str, str], Awaitable[None]]
 
 
-def install_meta(app: Askback, *, call: Call, audit_refusal: AuditRefusal) -> None:
+class MetaHost(Protocol):
+    """What the meta-tools read of the app they serve (an `Askback`), each when called."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def mcp(self) -> MCPServer[Any]: ...
+
+    @property
+    def catalogue(self) -> Catalogue: ...
+
+    @property
+    def new_id(self) -> Callable[[], str]: ...
+
+    @property
+    def tasks(self) -> TasksExtension: ...
+
+    @property
+    def round_config(self) -> RoundConfig: ...
+
+    @property
+    def accounts_port(self) -> Callable[[str | None], AccountsPort] | None: ...
+
+    def end_result(self, tool: str, text: str) -> CallToolResult: ...
+
+
+def install_meta(app: MetaHost, *, call: Call, audit_refusal: AuditRefusal) -> None:
     """Register the five meta-tools of `app` with its SDK server; they read `app.catalogue` when called. `call` runs
     one round of a handler with a round config (the app's own call), `audit_refusal` audits a refused call."""
     meta = _Meta(app, call, audit_refusal)
@@ -151,7 +176,7 @@ def install_meta(app: Askback, *, call: Call, audit_refusal: AuditRefusal) -> No
 class _Meta:
     """The meta-tools of one app."""
 
-    def __init__(self, app: Askback, call: Call, audit_refusal: AuditRefusal) -> None:
+    def __init__(self, app: MetaHost, call: Call, audit_refusal: AuditRefusal) -> None:
         self.app = app
         self.call = call
         self.audit_refusal = audit_refusal

@@ -14,44 +14,41 @@ method, tool, arguments, server name and principal). askback adds, around each t
 - the catalogue of its tools (`askback.server._catalogue`), exposed as MCP tools (`ASKBACK_EXPOSE=direct`), through
   five meta-tools (`meta`, `askback.server._meta`, docs/meta.md) or both.
 
-Each call is a round's plan (`askback.core.round_plan`), driven by `round.py` with the app's `RoundConfig`.
+Each call is a round's plan (`askback.core.round_plan`), driven by `round.py` with the app's `RoundConfig`. The app's
+parts are private modules: its life (`_lifecycle`: the store, the extensions' start and close, the hooks), its tools
+(`_registry`: `@app.tool()`, the catalogue) and the guard around every request (`_call_guard`: refusals, audited).
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import secrets
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.request_state import RequestStateSecurity
-from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
-from pydantic import ValidationError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from askback.audit import AuditEvent
-from askback.audit.emit import emit, instance_id
 from askback.clock import Clock, SystemClock, new_flow_id
 from askback.core.caller import missing_scopes
 from askback.core.flow import AccountsPort
 from askback.core.questions import Question
 from askback.core.round import Limits
 from askback.core.round_plan import Policy
-from askback.core.text import unstorable_text
 from askback.db.migrate import Component
-from askback.errors import AskbackError, ConfigurationError, InsufficientScopeError, InvalidParamsError
-from askback.extension import Extension, ExtensionContext, Mounted, Ports, merge_ports
-from askback.server._catalogue import Catalogue, catalogue_tool, refused_call
-from askback.server._meta import install_meta, refuse_meta_name
-from askback.server._tools import at_mcp_boundary as _at_mcp_boundary
-from askback.server._tools import check_questions, check_task_tool, checked_scopes
+from askback.errors import AskbackError, ConfigurationError, InsufficientScopeError
+from askback.extension import Extension, Mounted, Ports, merge_ports
+from askback.server._call_guard import CallGuard, RefusalAudit, current_principal, round_ran
+from askback.server._catalogue import Catalogue
+from askback.server._lifecycle import Lifecycle
+from askback.server._meta import install_meta
+from askback.server._registry import ToolRegistry
+from askback.server._tools import at_mcp_boundary
 from askback.server.auth import caller_of
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes
@@ -65,16 +62,6 @@ __all__ = ["Askback", "current_principal"]
 logger = logging.getLogger("askback")
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
-
-# The rounds an askback tool call ran (their tools), seen by the middleware around it (to audit calls refused
-# before any round).
-_ROUNDS_SEEN: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("askback_rounds", default=None)
-
-
-def current_principal() -> str | None:
-    """Who is calling: the authenticated subject (or client id), `None` on an unauthenticated transport."""
-    caller = caller_of(get_access_token())
-    return caller.principal if caller is not None else None
 
 
 class Askback:
@@ -130,26 +117,29 @@ class Askback:
         self.mcp: MCPServer[Any] = MCPServer(
             name, instructions=instructions, request_state_security=security, extensions=[self.tasks], **mcp_options
         )
-        # Outside the sealing boundary (index 0 is the SDK's OpenTelemetry middleware), to see its rejections.
-        self.mcp.middleware.insert(1, self._guard_calls)
-        self._store: Store | None = None
-        self._store_lock: anyio.Lock | None = None
-        self._database_url = self.settings.database_url
-        self.tools: dict[str, tuple[Question[Any], ...]] = {}
-        # The OAuth scopes of the tools that need some (`tool(scopes=...)`), checked before such a tool runs.
-        self.tool_scopes: dict[str, tuple[str, ...]] = {}
-        self.task_tools: dict[str, tuple[TaskSupport, tuple[Question[Any], ...]]] = {}
-        # Every tool, whichever way it is exposed: each one an MCP tool (direct), or behind the meta-tools (meta).
-        self.catalogue = Catalogue()
-        self.expose = self.settings.expose
-        if self.expose != "direct":
-            install_meta(self, call=self._call, audit_refusal=self._audit_refusal)
-        self._on_start: list[Callable[[Store], Awaitable[None]]] = [self.tasks.start]
-        self._on_close: list[Callable[[], Awaitable[None]]] = [self.tasks.aclose]
         self._extensions: tuple[Extension, ...] = ()
         self._ports = Ports()
-        self._started: list[Extension] = []
         self._round_config: RoundConfig | None = None
+        self.lifecycle = Lifecycle(
+            name,
+            settings=self.settings,
+            clock=self.clock,
+            components=lambda: self.components,
+            extensions=lambda: self._extensions,
+        )
+        self.lifecycle.on_start.append(self.tasks.start)
+        self.lifecycle.on_close.append(self.tasks.aclose)
+        self.expose = self.settings.expose
+        self.registry = ToolRegistry(self.mcp, expose=self.expose, call=self._call)
+        self.tools = self.registry.tools
+        self.tool_scopes = self.registry.tool_scopes
+        self.task_tools = self.registry.task_tools
+        self.catalogue: Catalogue = self.registry.catalogue
+        self.refusal_audit = RefusalAudit(clock=self.clock, write=self._write_audit)
+        # Outside the sealing boundary (index 0 is the SDK's OpenTelemetry middleware), to see its rejections.
+        self.mcp.middleware.insert(1, CallGuard(tools=self.tools, catalogue=self.catalogue, audit=self.refusal_audit))
+        if self.expose != "direct":
+            install_meta(self, call=self._call, audit_refusal=self.refusal_audit)
         # Routes the app itself serves beside `/mcp` (hosted pages, callbacks, webhooks), each with its auth policy.
         self._mounts = tuple(mounts)
         for extension in extensions:
@@ -171,7 +161,7 @@ class Askback:
     def extend(self, extension: Extension) -> None:
         """Add an extension after the app is made, before it starts (what `enable_accounts` does); prefer
         `Askback(..., extensions=[...])`. A port another extension already provides is a `ConfigurationError`."""
-        if self._store is not None or self._round_config is not None:
+        if self.lifecycle.opened is not None or self._round_config is not None:
             raise ConfigurationError(
                 f"the extension {extension.name!r} came after the app {self.name!r} started: give it to "
                 "`Askback(..., extensions=[...])`, or add it before the first call and before the store opens"
@@ -232,77 +222,22 @@ class Askback:
 
     async def store(self) -> Store:
         """The store, opened (and for SQLite created and migrated) on first use."""
-        if self._store is not None:
-            return self._store
-        if self._store_lock is None:
-            self._store_lock = anyio.Lock()
-        async with self._store_lock:
-            if self._store is None:
-                store = await Store.open(self._database_url, components=self.components)
-                try:
-                    await self._start_extensions(store)
-                    for hook in self._on_start:
-                        await hook(store)
-                except BaseException:
-                    await self._close_extensions(quietly=True)
-                    await store.close()
-                    raise
-                self._store = store
-        return self._store
+        return await self.lifecycle.store()
 
     def on_start(self, fn: Callable[[Store], Awaitable[None]]) -> Callable[[Store], Awaitable[None]]:
         """Register an application set-up (create its tables, seed rows) run when the store opens, in every
         process; `askback serve` runs it once before starting workers. It must be idempotent; run its writes in
-        `store.exclusive()` so that processes starting together take turns."""
-        self._on_start.append(fn)
+        `store.database.exclusive()` so that processes starting together take turns."""
+        self.lifecycle.on_start.append(fn)
         return fn
 
     def on_close(self, fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
         """Register a clean-up run when the app closes, before its store does (HTTP clients, background work)."""
-        self._on_close.append(fn)
+        self.lifecycle.on_close.append(fn)
         return fn
 
-    async def _start_extensions(self, store: Store) -> None:
-        context = ExtensionContext(store=store, settings=self.settings, clock=self.clock)
-        for extension in self._extensions:
-            try:
-                await extension.start(context)
-            except AskbackError:
-                raise
-            except Exception as exc:
-                raise ConfigurationError(
-                    f"the extension {extension.name!r} could not start ({type(exc).__name__}; the cause is chained "
-                    f"below), so the app {self.name!r} did not start and the extensions started before it were "
-                    "closed. Fix what the cause names and start again."
-                ) from exc
-            self._started.append(extension)
-
-    async def _close_extensions(self, *, quietly: bool = False) -> None:
-        """Close the started extensions, the last started first; each is closed even when one before it fails. The
-        first failure is raised after all are closed, unless `quietly` (a failed start, whose error is the one to
-        raise)."""
-        failure: BaseException | None = None
-        while self._started:
-            extension = self._started.pop()
-            try:
-                await extension.close()
-            except Exception as exc:
-                if quietly or failure is not None:
-                    logger.exception("askback: the extension %r failed to close", extension.name)
-                else:
-                    failure = exc
-        if failure is not None:
-            raise failure
-
     async def aclose(self) -> None:
-        try:
-            for hook in reversed(self._on_close):
-                await hook()
-            await self._close_extensions()
-        finally:
-            if self._store is not None:
-                await self._store.close()
-                self._store = None
+        await self.lifecycle.aclose()
 
     @asynccontextmanager
     async def running(self) -> typing.AsyncIterator[Askback]:
@@ -334,63 +269,26 @@ class Askback:
         caller's token must grant for the tool to run (otherwise 403 `insufficient_scope` naming them).
         `connections`: the connected accounts it uses (`flow.connect(name)`), shown in the META exposure. `task`: run
         as a durable task when the request declares the tasks extension (docs/tasks.md), `ask_first` asked before."""
-        options = {
-            "title": title,
-            "description": description,
-            "annotations": annotations,
-            "structured_output": structured_output,
-        }
-
-        def decorator(fn: F) -> F:
-            self._register(fn, name, options, asks, scopes, connections)
-            if task is not None:
-                self.task_tools[name or fn.__name__] = (task, check_task_tool(name or fn.__name__, fn, ask_first))
-            return fn
-
-        return decorator
-
-    def _register(
-        self,
-        fn: Callable[..., Awaitable[Any]],
-        name: str | None,
-        options: dict[str, Any],
-        asks: Sequence[Question[Any]],
-        scopes: Sequence[str],
-        connections: Sequence[str],
-    ) -> None:
-        tool_name = name or fn.__name__
-        if self.expose != "direct":
-            refuse_meta_name(tool_name)
-        questions = check_questions(tool_name, asks)
-        needed = checked_scopes(tool_name, scopes)
-        entry = self.catalogue.add(
-            catalogue_tool(
-                fn,
-                tool_name,
-                description=options.get("description"),
-                structured_output=options.get("structured_output"),
-                connections=connections,
-                call=self._call,
-            )
+        return self.registry.tool(
+            name,
+            title=title,
+            description=description,
+            annotations=annotations,
+            asks=asks,
+            structured_output=structured_output,
+            scopes=scopes,
+            connections=connections,
+            task=task,
+            ask_first=ask_first,
         )
-        if self.expose != "meta":
-            self.mcp.add_tool(entry.function, name=tool_name, **options)
-        self.tools[tool_name] = questions
-        if needed:
-            self.tool_scopes[tool_name] = needed
 
     def tool_result(self, tool: str, value: Any) -> CallToolResult:
         """The tool's return value as the SDK would put it on the wire (structured output included)."""
-        return self.catalogue[tool].result(value)
+        return self.registry.tool_result(tool, value)
 
     def end_result(self, tool: str, text: str) -> CallToolResult:
         """A flow that ends without the handler's value (declined, expired...): `text` for the model to read."""
-        try:
-            return self.tool_result(tool, text)
-        except ValidationError:
-            # A tool with a structured (non-text) output cannot carry the text there; report it as a tool result
-            # the model reads, flagged so the output schema is not applied.
-            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return self.registry.end_result(tool, text)
 
     # -- one call --
 
@@ -398,9 +296,7 @@ class Askback:
         self, handler: Handler, arguments: dict[str, Any], ctx: Context[Any, Any], config: RoundConfig | None = None
     ) -> CallToolResult | InputRequiredResult:
         """One round of `handler`, carried out with the app's `round_config` (or `config`: `execute_tool`'s)."""
-        seen = _ROUNDS_SEEN.get()
-        if seen is not None:
-            seen.append(handler.tool)
+        round_ran(handler.tool)
         try:
             caller = caller_of(get_access_token())
             needed = self.tool_scopes.get(handler.tool, ())
@@ -415,63 +311,11 @@ class Askback:
                 )
             return await run_round(config or self.round_config, handler, arguments, ctx, caller)
         except AskbackError as exc:
-            raise _at_mcp_boundary(exc) from exc
+            raise at_mcp_boundary(exc) from exc
 
     async def _write_audit(self, events: list[AuditEvent]) -> None:
-        try:
-            store = await self.store()
-            await store.add_audit_many(events)
-        except AskbackError:
-            logger.exception("askback could not write %d audit event(s)", len(events))
-
-    async def _guard_calls(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Outside the SDK's sealing boundary: refuse arguments no tool may take (before the SDK hashes them into
-        the state binding), and audit the requests the boundary refuses for an invalid state."""
-        params = ctx.params if isinstance(ctx.params, Mapping) else {}
-        if ctx.method == "tools/call":
-            problem = unstorable_text(params.get("arguments"), "arguments")
-            if problem is not None:
-                error = InvalidParamsError(
-                    f"Invalid params: {problem}. Send text as valid Unicode without NUL characters."
-                )
-                await self._audit_refusal(params, "invalid_params", str(error))
-                raise _at_mcp_boundary(error)
-        rounds: list[str] = []
-        token = _ROUNDS_SEEN.set(rounds)
-        try:
-            result = await call_next(ctx)
-            name = params.get("name")
-            refused = not rounds and not (isinstance(result, dict) and result.get("resultType") != "complete")
-            if ctx.method == "tools/call" and refused and isinstance(name, str) and name in self.tools:
-                # Refused by the SDK before the tool ran (arguments that do not fit its input schema): told and
-                # audited without the values given.
-                result, detail = refused_call(self.catalogue.get(name), params.get("arguments"), result)
-                await self._audit_refusal(params, "invalid_arguments", detail[:500])
-            return result
-        except MCPError as exc:
-            data = exc.error.data if isinstance(exc.error.data, Mapping) else {}
-            if ctx.method == "tools/call" and data.get("reason") == "invalid_request_state":
-                await self._audit_refusal(
-                    params,
-                    "invalid_state",
-                    "requestState failed verification (tampered, expired, another user's or another call's)",
-                )
-            raise
-        finally:
-            _ROUNDS_SEEN.reset(token)
-
-    async def _audit_refusal(self, params: Mapping[str, Any], outcome: str, detail: str) -> None:
-        ev = AuditEvent(
-            event="rejected",
-            at=self.clock.now(),
-            tool=str(params.get("name")),
-            principal=current_principal(),
-            outcome=outcome,
-            detail=detail,
-            instance=instance_id(),
-        )
-        emit(ev)
-        await self._write_audit([ev])
+        store = await self.store()
+        await store.audit_log.add_many(events)
 
     # -- serving --
 

@@ -30,20 +30,20 @@ from askback.audit.emit import instance_id
 from askback.clock import Clock
 from askback.core.flow import as_json
 from askback.errors import DefinitionError, EffectInProgressError
-from askback.store import EffectClaim, Store
+from askback.store import EffectClaim, Flows
 
 __all__ = ["ClaimEffect", "run_once", "wait_until_settled"]
 
 _T = TypeVar("_T")
 
 ClaimEffect = Callable[[str, str, float, "float | None"], Awaitable[EffectClaim]]
-"""Take the claim of effect `name` of flow `flow_id` at `at` with `lease`, as `Store.claim_effect` does, under a
+"""Take the claim of effect `name` of flow `flow_id` at `at` with `lease`, as `Flows.claim_effect` does, under a
 condition of the caller's: a task's run claims its effects only while the task is still its own (one transaction
 with the task's row), and raises when it is not."""
 
 
 async def run_once(
-    store: Store,
+    flows: Flows,
     flow_id: str,
     name: str,
     fn: Callable[[], Awaitable[Any]],
@@ -61,7 +61,7 @@ async def run_once(
     if claim_with is not None:
         claim = await claim_with(flow_id, name, at, lease)
     else:
-        claim = await store.claim_effect(flow_id, name, instance=instance_id(), at=at, lease=lease)
+        claim = await flows.claim_effect(flow_id, name, instance=instance_id(), at=at, lease=lease)
     if claim.status == "done":
         return claim.outcome
     if claim.status == "won":
@@ -69,7 +69,7 @@ async def run_once(
             raw = await fn()
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await store.release_effect(flow_id, name)
+                await flows.release_effect(flow_id, name)
             raise
         try:
             outcome = as_json(raw)
@@ -81,13 +81,13 @@ async def run_once(
             if finished is not None:
                 finished.append((name, outcome))
             else:
-                await store.finish_effect(flow_id, name, outcome, at=clock.now())
+                await flows.finish_effect(flow_id, name, outcome, at=clock.now())
         return outcome
     # Another attempt holds the claim: wait for its outcome, for a bounded time.
     try:
         seen = await wait_until_settled(
-            store,
-            lambda: store.effect(flow_id, name),
+            flows,
+            lambda: flows.effect(flow_id, name),
             lambda c: c is None or c.status == "done",
             wait=wait,
             clock=clock,
@@ -100,13 +100,13 @@ async def run_once(
     if seen is None:
         # The first attempt failed and released its claim: this attempt may run it.
         return await run_once(
-            store, flow_id, name, fn, clock=clock, wait=wait, lease=lease, finished=finished, claim_with=claim_with
+            flows, flow_id, name, fn, clock=clock, wait=wait, lease=lease, finished=finished, claim_with=claim_with
         )
     return seen.outcome
 
 
 async def wait_until_settled(
-    store: Store,
+    flows: Flows,
     read: Callable[[], Awaitable[_T]],
     settled: Callable[[_T], bool],
     *,
@@ -119,7 +119,7 @@ async def wait_until_settled(
     deadline = clock.now() + wait
     delay = 0.01
     while True:
-        with store.watching() as changed:
+        with flows.watching() as changed:
             value = await read()
             if settled(value):
                 return value

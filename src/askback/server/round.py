@@ -266,7 +266,7 @@ class _RoundIO:
             if isinstance(step, plan.Claim):
                 return await self._claim(step)
             if isinstance(step, plan.ReadHeld):
-                found = await (await self.config.store()).held_answers(step.flow_id, step.round)
+                found = await (await self.config.store()).flows.held_answers(step.flow_id, step.round)
                 return None if found is None else self.config.answer_seal.open(step.flow_id, step.round, found)
             if isinstance(step, plan.Push):
                 assert self.ctx is not None
@@ -293,14 +293,14 @@ class _RoundIO:
         config = self.config
         store = await config.store()
         while True:
-            claim = await store.claim_round(
+            claim = await store.flows.claim_round(
                 step.flow_id, step.round, instance=self.instance, at=self.now, lease=config.effect_lease
             )
             if claim.status == "running":
                 try:
                     seen = await wait_until_settled(
-                        store,
-                        lambda: store.round_outcome(step.flow_id, step.round),
+                        store.flows,
+                        lambda: store.flows.round_outcome(step.flow_id, step.round),
                         lambda c: c is None or c.status in ("done", "completed"),
                         wait=config.effect_wait,
                         clock=config.clock,
@@ -383,7 +383,7 @@ class _RoundIO:
             held=held,
         )
         try:
-            return await (await self.config.store()).finish_flow(record)
+            return await (await self.config.store()).flows.finish_flow(record)
         except AskbackError as exc:
             if step.strict:
                 return plan.Failed(exc)
@@ -423,7 +423,7 @@ class _Effects:
             return outcome
         config = self.io.config
         return await run_once(
-            await config.store(),
+            (await config.store()).flows,
             flow_id,
             name,
             effect,

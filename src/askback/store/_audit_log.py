@@ -1,5 +1,5 @@
-"""The store's audit log: a round's events linked onto its process's hash chain in the round's own transaction,
-read back by filter, and verified in one snapshot."""
+"""The audit log, a repository on the `Database`: a round's events linked onto its process's hash chain in the
+round's own transaction, read back by filter, and verified in one snapshot."""
 
 from __future__ import annotations
 
@@ -10,36 +10,49 @@ from typing import Any
 from askback.audit import AuditEvent, AuditFilter
 from askback.audit.chain import GENESIS, ChainHead, Verdict, Verifier, link
 from askback.audit.emit import chain_id
+from askback.db.database import Database
 from askback.store import audit_rows as audit_query
-from askback.store._base import StoreBase
 
 __all__ = ["AuditLog"]
 
 logger = logging.getLogger("askback")
 
 
-class AuditLog(StoreBase):
-    """Writing, reading and verifying the audit trail."""
+class AuditLog:
+    """Writing, reading and verifying the audit trail of `database`. `chain` names the audit chain this log appends
+    to; by default the process's own (`askback.audit.emit.chain_id`)."""
 
-    async def add_audit_many(self, events: Sequence[AuditEvent]) -> None:
+    def __init__(self, database: Database, *, chain: str | None = None) -> None:
+        self.database = database
+        self._chain = chain
+        # The last committed (seq, hash) of each chain this log appended to: the head it expects to move on from.
+        self._heads: dict[str, tuple[int, str]] = {}
+
+    @property
+    def chain(self) -> str:
+        """The chain this log appends to."""
+        return self._chain or chain_id()
+
+    async def add_many(self, events: Sequence[AuditEvent]) -> None:
         """Write several events in one transaction (one round's events are written together)."""
         if not events:
             return
         rows = audit_query.to_rows(events)
-        chain = self._audit_chain or chain_id()
-        with self._reachable(f"write {len(rows)} audit event(s)"):
-            head = await self._run(lambda conn: self._append_audit(conn, rows, chain))
-        self._appended(chain, [head])
+        chain = self.chain
+        head = await self.database.transaction(
+            lambda conn: self.append_rows(conn, rows, chain), doing=f"write {len(rows)} audit event(s)"
+        )
+        self.appended(chain, [head])
 
-    def _append_audit(self, conn: Any, rows: list[dict[str, Any]], chain: str) -> tuple[int, str]:
+    def append_rows(self, conn: Any, rows: list[dict[str, Any]], chain: str) -> tuple[int, str]:
         """Link `rows` onto `chain` and insert them, moving the chain's head, inside the caller's transaction; the
-        new head (seq, hash), for `_appended` once the transaction has committed.
+        new head (seq, hash), for `appended` once the transaction has committed.
 
         The hot path is one UPDATE of the head, from the head this store last committed, and one INSERT of the rows.
         When that head is not the one recorded (the first write of the chain, or another task of this process
         appended meanwhile), the head row is read under its lock and the rows linked again. Each statement on the
         chain writes before it reads, so that SQLite's write lock is held before the head is read."""
-        known = self._audit_heads.get(chain)
+        known = self._heads.get(chain)
         if known is None:
             values = {"chain": chain, "seq": 0, "head": GENESIS, "started_at": rows[0]["at"]}
             conn.execute(audit_query.CHAIN_START[conn.dialect.name], values)
@@ -69,19 +82,19 @@ class AuditLog(StoreBase):
         conn.execute(audit_query.INSERT, linked)
         return seq, head
 
-    def _appended(self, chain: str, heads: Sequence[tuple[int, str]]) -> None:
+    def appended(self, chain: str, heads: Sequence[tuple[int, str]]) -> None:
         """Remember the head a committed transaction left `chain` at. Tasks may commit in one order and get here in
         another, so only a later head replaces an earlier one."""
         for head in heads:
-            known = self._audit_heads.get(chain)
+            known = self._heads.get(chain)
             if known is None or known[0] < head[0]:
-                self._audit_heads[chain] = head
+                self._heads[chain] = head
 
-    async def verify_audit(self) -> Verdict:
+    async def verify(self) -> Verdict:
         """Walk every audit chain and find the first broken link of each (`askback.audit.chain.Verifier`), reading
         the heads and the rows in one snapshot, so that rounds written meanwhile do not look like tampering."""
-        with self._reachable("verify the audit trail"):
-            async with self._engine.connect() as conn:
+        with self.database.reachable("verify the audit trail"):
+            async with self.database.engine.connect() as conn:
                 if conn.dialect.name == "postgresql":
                     conn = await conn.execution_options(isolation_level="REPEATABLE READ")
                 async with conn.begin():
@@ -96,9 +109,9 @@ class AuditLog(StoreBase):
                             verifier.add(row._asdict())
         return verifier.finish()
 
-    async def audit(self, flt: AuditFilter = AuditFilter()) -> list[AuditEvent]:
+    async def query(self, flt: AuditFilter = AuditFilter()) -> list[AuditEvent]:
         """The audit events that match `flt`, oldest first."""
-        with self._reachable("read the audit log"):
-            async with self._engine.connect() as conn:
+        with self.database.reachable("read the audit log"):
+            async with self.database.engine.connect() as conn:
                 rows = (await conn.execute(audit_query.selecting(flt))).all()
         return [audit_query.from_row(row._mapping) for row in reversed(rows)]

@@ -3,9 +3,9 @@ same database every instance uses, so that a subscriber on any instance sees an 
 
 A product appends an event with `append_event` inside the transaction that makes the change, so the event exists
 exactly when the change does. The row's `id` is the cursor: a reader keeps the last id it handled and asks for the
-events after it (`Store.events_after`), then waits for the next ones (`Store.wait_for_events`). PostgreSQL wakes
-waiters with `NOTIFY askback_events`, sent at commit, on one listening connection per store; SQLite has no such
-signal, so waiters poll every `event_poll_interval` seconds.
+events after it (`EventLog.events_after`), then waits for the next ones (`EventLog.wait_for_events`). PostgreSQL wakes
+waiters with `NOTIFY askback_events`, sent at commit, on one listening connection per event log; SQLite has no such
+signal, so waiters poll every `poll_interval` seconds.
 
 On PostgreSQL an id is taken at INSERT and becomes visible at COMMIT: two transactions could commit in the other
 order than their ids, and a reader that already moved past the later id would never see the earlier one. So an
@@ -25,10 +25,10 @@ import anyio
 from sqlalchemy import Connection, Table, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from askback.store._base import StoreBase
-from askback.store._models import EventRow
+from askback.db.database import Database
+from askback.store.models import EventRow
 
-__all__ = ["CHANNEL", "Events", "StoredEvent", "append_event"]
+__all__ = ["CHANNEL", "EventLog", "StoredEvent", "append_event"]
 
 # The PostgreSQL channel every instance listens on; the notification carries nothing, the table has it all.
 CHANNEL = "askback_events"
@@ -55,7 +55,7 @@ class StoredEvent:
 
 
 def append_event(conn: Connection, *, type: str, at: float, data: Mapping[str, Any]) -> None:
-    """Add one event inside the caller's transaction (`Store.transaction`'s `conn`); it is seen when that transaction
+    """Add one event inside the caller's transaction (`Database.transaction`'s `conn`); it is seen when that transaction
     commits, and on PostgreSQL every listening instance is woken then."""
     postgres = conn.dialect.name == "postgresql"
     if postgres:
@@ -100,40 +100,42 @@ class _Listener:
             await self.conn.close()
 
 
-class Events(StoreBase):
-    """Reading the event log, and waiting for what comes next."""
+class EventLog:
+    """Reading the event log of `database`, and waiting for what comes next."""
 
-    # How often a waiter on SQLite looks for new events.
-    event_poll_interval: float = 0.25
-    _event_listener: _Listener | None = None
-    _event_listener_lock: anyio.Lock | None = None
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        # How often a waiter on SQLite looks for new events.
+        self.poll_interval = 0.25
+        self._listener: _Listener | None = None
+        self._listener_lock: anyio.Lock | None = None
 
     async def events_after(self, cursor: int, *, types: Sequence[str] = (), limit: int = 500) -> list[StoredEvent]:
         """Up to `limit` events with an id above `cursor`, oldest first; `types` are exact names (`account.connected`)
         or families (`account.*`), none meaning every event."""
         query = _selecting(cursor, tuple(types), limit)
-        with self._reachable("read the event log"):
-            async with self._engine.connect() as conn:
+        with self.database.reachable("read the event log"):
+            async with self.database.engine.connect() as conn:
                 rows = (await conn.execute(query)).all()
         return [StoredEvent(row.id, row.type, row.at, json.loads(row.data)) for row in rows]
 
     async def latest_event_id(self) -> int:
         """The id of the newest event; 0 when there is none."""
-        latest = await self.read(lambda conn: conn.execute(_LATEST).scalar(), doing="read the event log")
+        latest = await self.database.read(lambda conn: conn.execute(_LATEST).scalar(), doing="read the event log")
         return int(latest or 0)
 
     # A bounded wait that answers whether anything came, which a cancel scope around the call cannot say.
     async def wait_for_events(self, cursor: int, *, timeout: float) -> bool:  # noqa: ASYNC109
         """True as soon as an event with an id above `cursor` exists; False when `timeout` seconds pass first."""
         deadline = anyio.current_time() + timeout
-        if self._sqlite_path is not None:
+        if self.database.is_sqlite:
             while True:
                 if await self.latest_event_id() > cursor:
                     return True
                 left = deadline - anyio.current_time()
                 if left <= 0:
                     return False
-                await anyio.sleep(min(self.event_poll_interval, left))
+                await anyio.sleep(min(self.poll_interval, left))
         while True:
             listener = await self._listening()
             waker = anyio.Event()
@@ -150,27 +152,25 @@ class Events(StoreBase):
                 return await self.latest_event_id() > cursor
 
     async def close(self) -> None:
-        listener, self._event_listener = self._event_listener, None
-        try:
-            if listener is not None:
-                with anyio.CancelScope(shield=True):
-                    await listener.close()
-        finally:
-            await super().close()
+        """Stop listening (PostgreSQL); the database stays open."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with anyio.CancelScope(shield=True):
+                await listener.close()
 
     async def _listening(self) -> _Listener:
-        """This store's listening connection, opened on first use and again when the last one was lost."""
-        if self._event_listener_lock is None:
-            self._event_listener_lock = anyio.Lock()
-        async with self._event_listener_lock:
-            listener = self._event_listener
+        """This log's listening connection, opened on first use and again when the last one was lost."""
+        if self._listener_lock is None:
+            self._listener_lock = anyio.Lock()
+        async with self._listener_lock:
+            listener = self._listener
             if listener is not None and listener.alive:
                 return listener
             if listener is not None:
-                self._event_listener = None
+                self._listener = None
                 await self._drop(listener)
-            with self._reachable("listen for new events"):
-                conn = await self._engine.connect()
+            with self.database.reachable("listen for new events"):
+                conn = await self.database.engine.connect()
                 try:
                     driver: Any = (await conn.get_raw_connection()).driver_connection
                     listener = _Listener(conn, driver)
@@ -180,7 +180,7 @@ class Events(StoreBase):
                     await conn.invalidate()
                     await conn.close()
                     raise
-            self._event_listener = listener
+            self._listener = listener
             return listener
 
     @staticmethod

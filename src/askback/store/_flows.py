@@ -1,17 +1,21 @@
-"""The store's ledgers: effects and rounds claimed once across every instance, the end of a round written in one
-transaction (`finish_flow` with a `RoundRecord`), and the answers held on the server between rounds."""
+"""The flows' ledgers, a repository on the `Database`: effects and rounds claimed once across every instance, the end
+of a round written in one transaction (`finish_flow` with a `RoundRecord`, its audit events included), and the answers
+held on the server between rounds. Only the server kit uses it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
 from sqlalchemy import Connection
 
 from askback.audit import AuditEvent
-from askback.audit.emit import chain_id, instance_id
+from askback.audit.emit import instance_id
+from askback.db.database import Database
 from askback.store import audit_rows as audit_query
 from askback.store._audit_log import AuditLog
 from askback.store.held import HELD_ADD, HELD_FORGET, HELD_FORGET_FLOW, HELD_PRUNE, HELD_READ
@@ -71,8 +75,32 @@ class RoundRecord:
     held: HeldAnswers | None = None
 
 
-class Flows(AuditLog):
-    """The effects and rounds ledgers, flow completions and held answers."""
+class Flows:
+    """The effects and rounds ledgers, flow completions and held answers of `database`; the end of a round appends
+    its events to `audit_log` in the same transaction."""
+
+    def __init__(self, database: Database, audit_log: AuditLog) -> None:
+        self.database = database
+        self.audit_log = audit_log
+        self._waiters: set[anyio.Event] = set()
+
+    # Waiting for another attempt ---------------------------------------------------------------------------
+
+    @contextmanager
+    def watching(self) -> Iterator[anyio.Event]:
+        """An event set the next time this process settles a claim (an outcome recorded, a claim released), so
+        that a wait for another attempt in the same process wakes at once instead of at its next poll."""
+        event = anyio.Event()
+        self._waiters.add(event)
+        try:
+            yield event
+        finally:
+            self._waiters.discard(event)
+
+    def _settled(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for event in waiters:
+            event.set()
 
     # Effects ----------------------------------------------------------------------------------------------
 
@@ -91,8 +119,9 @@ class Flows(AuditLog):
         """Record the outcome of an effect this caller won; every later claim reads it back."""
         stored = audit_query.to_json(outcome, what=f"the outcome of effect {name!r}")
         params = {"b_flow_id": flow_id, "b_key": name, "b_outcome": stored, "b_at": at}
-        with self._reachable(f"record the outcome of effect {name!r}"):
-            updated = await self._run(lambda conn: conn.execute(EFFECTS.finish, params).rowcount)
+        updated = await self.database.transaction(
+            lambda conn: conn.execute(EFFECTS.finish, params).rowcount, doing=f"record the outcome of effect {name!r}"
+        )
         self._settled()
         if updated != 1:
             raise RuntimeError(
@@ -103,14 +132,16 @@ class Flows(AuditLog):
     async def release_effect(self, flow_id: str, name: str) -> None:
         """Give up a claim whose effect raised, so that a retry may run it; a finished effect stays."""
         params = {"b_flow_id": flow_id, "b_key": name}
-        with self._reachable(f"release effect {name!r}"):
-            await self._run(lambda conn: conn.execute(EFFECTS.release, params))
+        await self.database.transaction(
+            lambda conn: conn.execute(EFFECTS.release, params), doing=f"release effect {name!r}"
+        )
         self._settled()
 
     async def effect(self, flow_id: str, name: str) -> EffectClaim | None:
         """Where effect `name` of flow `flow_id` stands ('running' or 'done'), or `None` if never claimed."""
-        with self._reachable(f"read effect {name!r}"):
-            return await self._run(lambda conn: EFFECTS.look(conn, flow_id, name))
+        return await self.database.transaction(
+            lambda conn: EFFECTS.look(conn, flow_id, name), doing=f"read effect {name!r}"
+        )
 
     # Rounds -----------------------------------------------------------------------------------------------
 
@@ -147,8 +178,7 @@ class Flows(AuditLog):
             found = ROUNDS.look(conn, flow_id, round_)
             return None if found is None else round_claim(conn, flow_id, found)
 
-        with self._reachable(f"read round {round_} of a flow"):
-            return await self._run(read)
+        return await self.database.transaction(read, doing=f"read round {round_} of a flow")
 
     async def _claim(
         self, ledger: Ledger, flow_id: str, key: Any, *, instance: str, at: float, lease: float | None
@@ -159,12 +189,11 @@ class Flows(AuditLog):
         return await self._retrying_claim(claim, f"claim {ledger.key} {key!r}", busy=EffectClaim("running"))
 
     async def _retrying_claim(self, claim: Callable[[Any], _C | None], doing: str, *, busy: _C) -> _C:
-        with self._reachable(doing):
-            for _ in range(_RACE_ATTEMPTS):
-                # A claim may read before it writes (a round reads the flow's completion first).
-                outcome = await self._run(claim, immediate=True)
-                if outcome is not None:
-                    return outcome
+        for _ in range(_RACE_ATTEMPTS):
+            # A claim may read before it writes (a round reads the flow's completion first).
+            outcome = await self.database.transaction(claim, doing=doing, immediate=True)
+            if outcome is not None:
+                return outcome
         # Each time, the winner released between our INSERT and our read; someone is evidently at it.
         return busy
 
@@ -199,7 +228,7 @@ class Flows(AuditLog):
         else:
             answered = None if round_outcome is None else to_json(round_outcome, what="the outcome of the round")
         rows = audit_query.to_rows(record.events)
-        chain = self._audit_chain or chain_id()
+        chain = self.audit_log.chain
         appended: list[tuple[int, str]] = []
 
         def write(conn: Connection) -> Completion | None:
@@ -239,19 +268,18 @@ class Flows(AuditLog):
                 values = {"flow_id": held.flow_id, "round": held.round, "sealed": held.sealed, "expires_at": held.until}
                 conn.execute(HELD_ADD, values)
             if rows:
-                appended.append(self._append_audit(conn, rows, chain))
+                appended.append(self.audit_log.append_rows(conn, rows, chain))
             return completion
 
-        with self._reachable("record the end of the round"):
-            completion = await self._run(write)
-        self._appended(chain, appended)
+        completion = await self.database.transaction(write, doing="record the end of the round")
+        self.audit_log.appended(chain, appended)
         if finished or ran or round_ is not None:
             self._settled()
         return completion
 
     async def held_answers(self, flow_id: str, round_: int) -> str | None:
         """The sealed answers a flow holds on the server for `round_`, or None (completed, expired, never held)."""
-        found: str | None = await self.read(
+        found: str | None = await self.database.read(
             lambda conn: conn.execute(HELD_READ, {"flow_id": flow_id, "round": round_}).scalar(),
             doing="read a flow's answers",
         )
@@ -260,7 +288,7 @@ class Flows(AuditLog):
     async def prune_held(self, *, now: float) -> int:
         """Delete the held answers of flows past their deadline (also done on every round that holds answers);
         how many rows went."""
-        pruned: int = await self.transaction(
+        pruned: int = await self.database.transaction(
             lambda conn: conn.execute(HELD_PRUNE, {"now": now}).rowcount, doing="prune expired answers"
         )
         return pruned

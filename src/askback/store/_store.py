@@ -1,52 +1,66 @@
-"""`Store`: opening the database, its schema (each component's Alembic history), and database-wide locks. What it
-stores is in `_flows` (ledgers, completions, held answers), `_audit_log` and `_events` (the shared event log)."""
+"""`Store`: the shared database and the repositories on it, composed. `database` (a `Database`: the engine,
+transactions, locks and schema), `flows` (the ledgers, completions and held answers: the server kit's), `audit_log`
+and `events` (the shared event log). A product is handed the parts it uses, never the whole store."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import warnings
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
-import anyio.to_thread
-from sqlalchemy import Connection, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from askback.audit import AuditEvent, AuditFilter
 from askback.db import migrate
-from askback.db.engine import BEGIN_IMMEDIATE, create_engine, probe_sqlite_file, require_sqlite_file
-from askback.db.urls import normalize_database_url
-from askback.errors import ConfigurationError
-from askback.store._base import MIGRATIONS
-from askback.store._events import Events
+from askback.db.database import Database
+from askback.store._audit_log import AuditLog
+from askback.store._events import EventLog, StoredEvent
 from askback.store._flows import Flows
+from askback.store.models import VERSION_TABLE
 
-__all__ = ["Store", "hold_lock"]
+__all__ = ["MIGRATIONS", "Store"]
 
-# Any fixed number, the same in every askback process: the PostgreSQL advisory lock that migrators queue on.
-_PG_MIGRATION_LOCK = 0x61736B62
-_PG_SETUP_LOCK = 0x61736B63
+# The server kit's schema history.
+MIGRATIONS = migrate.Component("server", Path(__file__).parent / "migrations", VERSION_TABLE)
+
+_T = TypeVar("_T")
+
+# Undocumented names a `Store` had before it was composed, and the part each moved to (`Store.__getattr__`).
+_MOVED = {
+    "add_audit_many": ("audit_log", "add_many"),
+    "verify_audit": ("audit_log", "verify"),
+    "claim_effect": ("flows", "claim_effect"),
+    "finish_effect": ("flows", "finish_effect"),
+    "release_effect": ("flows", "release_effect"),
+    "effect": ("flows", "effect"),
+    "claim_round": ("flows", "claim_round"),
+    "round_outcome": ("flows", "round_outcome"),
+    "finish_flow": ("flows", "finish_flow"),
+    "held_answers": ("flows", "held_answers"),
+    "watching": ("flows", "watching"),
+    "safe_url": ("database", "safe_url"),
+    "ping": ("database", "ping"),
+    "upgrade": ("database", "upgrade"),
+    "revisions": ("database", "revisions"),
+    "schema_behind": ("database", "schema_behind"),
+}
 
 
-_ADVISORY = text("SELECT pg_advisory_xact_lock(:key)")
+def _moved(old: str, new: str) -> None:
+    warnings.warn(f"Store.{old} is deprecated: use Store.{new}", DeprecationWarning, stacklevel=3)
 
 
-def _lock_number(key: str) -> int:
-    """The same signed 64-bit number for `key` in every process (Python's own `hash` of a str differs per process)."""
-    return int.from_bytes(hashlib.sha256(f"askback.lock:{key}".encode()).digest()[:8], "big", signed=True)
+class Store:
+    """The database behind effects, rounds, completions, audit and events, and the repositories on it. Make one
+    with `await Store.open(url)`."""
 
-
-def hold_lock(conn: Connection, key: str) -> None:
-    """Inside a product's transaction (`Store.transaction(..., immediate=True)`'s `conn`): hold the lock named `key`
-    among every process sharing the database until the transaction ends, for a count-then-insert that must not
-    interleave with another (a cap per principal). PostgreSQL: the advisory lock of `key`'s number, so other keys
-    go on; SQLite: the immediate transaction already holds the database's write lock."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(_ADVISORY, {"key": _lock_number(key)})
-
-
-class Store(Events, Flows):
-    """The database behind effects, rounds, completions, audit and events. Make one with `await Store.open(url)`."""
+    def __init__(self, database: Database, *, audit_chain: str | None = None) -> None:
+        self.database = database
+        self.audit_log = AuditLog(database, chain=audit_chain)
+        self.flows = Flows(database, self.audit_log)
+        self.events = EventLog(database)
 
     @classmethod
     async def open(
@@ -65,124 +79,97 @@ class Store(Events, Flows):
         `components` are the schema histories this store needs (the server kit's by default). `audit_chain` names
         the audit chain this store appends to; by default the process's own (`askback.audit.emit.chain_id`).
         """
-        parsed = make_url(normalize_database_url(url))
-        is_sqlite = parsed.get_backend_name() == "sqlite"
-        if migrate is None:
-            migrate = is_sqlite
-        if is_sqlite and not migrate and check:
-            require_sqlite_file(parsed)
-        if is_sqlite:
-            # In a thread: another process may hold the file's lock while it creates or migrates it.
-            await anyio.to_thread.run_sync(probe_sqlite_file, parsed)
-        store = cls(
-            create_engine(parsed),
-            safe_url=parsed.render_as_string(hide_password=True),
-            sqlite_path=parsed.database if is_sqlite else None,
-            components=components,
-            audit_chain=audit_chain,
-        )
+        database = await Database.open(url, components=components, migrate=migrate, check=check)
+        return cls(database, audit_chain=audit_chain)
+
+    async def close(self) -> None:
         try:
-            if migrate:
-                await store.upgrade()
-            elif check:
-                await store._require_head()
-        except BaseException:
-            await store.close()
-            raise
-        return store
-
-    async def upgrade(self) -> None:
-        """Bring every component's schema to its newest revision; a no-op when they are there."""
-        # Migrators must run one at a time: two processes would both create the tables, and two in one
-        # process would trample Alembic's module-global context. So each takes a database-wide lock before
-        # Alembic reads the version tables: SQLite's write lock (BEGIN IMMEDIATE) or a PostgreSQL advisory
-        # lock, both held until this transaction ends; whoever comes second then finds the schema at head.
-        engine = self._engine.execution_options(**{BEGIN_IMMEDIATE: True})
-        components = self._components
-        with self._reachable("upgrade the database schema"):
-            async with engine.begin() as conn:
-                if conn.dialect.name == "postgresql":
-                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
-                await conn.run_sync(lambda sync: migrate.upgrade(sync, components))
-
-    @asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction that runs alone among every process sharing the database (SQLite's write lock taken at
-        BEGIN; a PostgreSQL advisory lock), for an application's idempotent set-up: creating its tables,
-        seeding rows. A deferred SQLite transaction that reads and then writes fails at once with "database is
-        locked" when another process writes in between; this one waits its turn instead."""
-        engine = self._engine.execution_options(**{BEGIN_IMMEDIATE: True})
-        with self._reachable("set up the application's tables"):
-            async with engine.begin() as conn:
-                if conn.dialect.name == "postgresql":
-                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SETUP_LOCK})
-                yield conn
-
-    @asynccontextmanager
-    async def locked(self, key: str) -> AsyncIterator[AsyncConnection]:
-        """A transaction that holds the lock named `key` among every process sharing the database, for work that must
-        happen once at a time across instances and touches nothing but the database (never wait for the network while
-        holding it): PostgreSQL takes the advisory lock `pg_advisory_xact_lock` of a stable 64-bit hash of `key`, so
-        other keys go on; SQLite takes the database's write lock at BEGIN (BEGIN IMMEDIATE), so every other writer
-        waits, up to its busy timeout. The lock lasts
-        until the transaction ends: do the writes that go with it through the connection yielded (on SQLite a write
-        through any other connection would wait for this one), and commit early with `await conn.commit()` if the
-        commit must not be cancelled with the block."""
-        engine = self._engine.execution_options(**{BEGIN_IMMEDIATE: True})
-        number = _lock_number(key)
-        with self._reachable(f"take the lock {key!r}"):
-            async with engine.begin() as conn:
-                if conn.dialect.name == "postgresql":
-                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": number})
-                yield conn
-
-    async def revisions(self) -> dict[str, str | None]:
-        """The revision the database is at for each of this store's components (`None`: never created)."""
-        components = self._components
-
-        def read(sync: Connection) -> dict[str, str | None]:
-            return {c.name: migrate.read_revision(sync, c) for c in components}
-
-        with self._reachable("read the database schema revision"):
-            async with self._engine.connect() as conn:
-                return await conn.run_sync(read)
-
-    async def schema_behind(self) -> bool:
-        """True when the database is at an older revision than this release needs, for any component. A newer
-        revision (a later release already upgraded it, during a rolling update) is not "behind": migrations keep
-        the previous release working."""
-        found = await self.revisions()
-        return any(migrate.schema_status(found[c.name], c) in ("behind", "missing") for c in self._components)
+            await self.events.close()
+        finally:
+            await self.database.close()
 
     async def current_revision(self) -> str | None:
         """The server kit's schema revision; `None` when its tables were never created."""
-        return (await self.revisions())[MIGRATIONS.name]
+        return (await self.database.revisions())[MIGRATIONS.name]
 
     @staticmethod
     def head_revision() -> str:
         """The server kit's schema revision this version of askback needs."""
         return migrate.head_revision(MIGRATIONS)
 
-    async def _require_head(self) -> None:
-        found = await self.revisions()
-        for component in self._components:
-            current = found[component.name]
-            status = migrate.schema_status(current, component)
-            head = migrate.head_revision(component)
-            if status == "current":
-                continue
-            if status == "missing":
-                raise ConfigurationError(
-                    f"The database at {self._safe_url} has no askback tables yet. Run `askback db upgrade` with "
-                    "the same ASKBACK_DATABASE_URL to create them, then start askback again."
-                )
-            if status == "ahead":
-                raise ConfigurationError(
-                    f"The database at {self._safe_url} is at schema revision {current!r}, which this version of "
-                    f"askback does not know (its newest is {head!r}): a newer askback upgraded it. Install that "
-                    "newer askback here too, or point ASKBACK_DATABASE_URL at another database."
-                )
-            raise ConfigurationError(
-                f"The database at {self._safe_url} is at schema revision {current!r}, but this askback needs "
-                f"{head!r}. Run `askback db upgrade` with the same ASKBACK_DATABASE_URL, then start askback again."
-            )
+    # What a store did itself before it was composed (documented), each now a part's: deprecated -----------------
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """Deprecated: `store.database.engine`."""
+        _moved("engine", "database.engine")
+        return self.database.engine
+
+    async def transaction(self, fn: Callable[[Any], _T], *, doing: str, immediate: bool = False) -> _T:
+        """Deprecated: `store.database.transaction`."""
+        _moved("transaction", "database.transaction")
+        return await self.database.transaction(fn, doing=doing, immediate=immediate)
+
+    async def read(self, fn: Callable[[Any], _T], *, doing: str) -> _T:
+        """Deprecated: `store.database.read`."""
+        _moved("read", "database.read")
+        return await self.database.read(fn, doing=doing)
+
+    def exclusive(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """Deprecated: `store.database.exclusive()`."""
+        _moved("exclusive", "database.exclusive")
+        return self.database.exclusive()
+
+    def locked(self, key: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """Deprecated: `store.database.locked(key)`."""
+        _moved("locked", "database.locked")
+        return self.database.locked(key)
+
+    async def audit(self, flt: AuditFilter = AuditFilter()) -> list[AuditEvent]:
+        """Deprecated: `store.audit_log.query(flt)`."""
+        _moved("audit", "audit_log.query")
+        return await self.audit_log.query(flt)
+
+    async def prune_held(self, *, now: float) -> int:
+        """Deprecated: `store.flows.prune_held(now=...)`."""
+        _moved("prune_held", "flows.prune_held")
+        return await self.flows.prune_held(now=now)
+
+    async def events_after(self, cursor: int, *, types: Sequence[str] = (), limit: int = 500) -> list[StoredEvent]:
+        """Deprecated: `store.events.events_after`."""
+        _moved("events_after", "events.events_after")
+        return await self.events.events_after(cursor, types=types, limit=limit)
+
+    async def latest_event_id(self) -> int:
+        """Deprecated: `store.events.latest_event_id`."""
+        _moved("latest_event_id", "events.latest_event_id")
+        return await self.events.latest_event_id()
+
+    # A bounded wait that answers whether anything came, as `EventLog.wait_for_events` is.
+    async def wait_for_events(self, cursor: int, *, timeout: float) -> bool:  # noqa: ASYNC109
+        """Deprecated: `store.events.wait_for_events`."""
+        _moved("wait_for_events", "events.wait_for_events")
+        return await self.events.wait_for_events(cursor, timeout=timeout)
+
+    @property
+    def event_poll_interval(self) -> float:
+        """Deprecated: `store.events.poll_interval`."""
+        _moved("event_poll_interval", "events.poll_interval")
+        return self.events.poll_interval
+
+    @event_poll_interval.setter
+    def event_poll_interval(self, seconds: float) -> None:
+        _moved("event_poll_interval", "events.poll_interval")
+        self.events.poll_interval = seconds
+
+    if not TYPE_CHECKING:
+        # Hidden from type checkers, so typed code names the part at once; other code is warned.
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for a name the store does not have: an undocumented one that moved to a part.
+            moved = _MOVED.get(name)
+            if moved is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            part, attribute = moved
+            _moved(name, f"{part}.{attribute}")
+            return getattr(getattr(self, part), attribute)

@@ -17,7 +17,7 @@ from askback.audit.chain import CONTENT_FIELDS
 from askback.audit.event import AuditEvent, AuditFilter
 from askback.core.caller import split_scopes
 from askback.core.text import storable
-from askback.store._models import AuditChainRow, AuditRow
+from askback.store.models import AuditChainRow, AuditRow
 
 __all__ = [
     "CHAINED_ROWS",

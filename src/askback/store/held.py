@@ -8,7 +8,7 @@ from typing import cast
 
 from sqlalchemy import Table, bindparam, delete, insert, select
 
-from askback.store._models import HeldAnswersRow
+from askback.store.models import HeldAnswersRow
 
 __all__ = ["HELD_ADD", "HELD_FORGET", "HELD_FORGET_FLOW", "HELD_PRUNE", "HELD_READ"]
 

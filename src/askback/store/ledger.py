@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from askback.store._models import EffectRow, FlowRow, RoundRow
+from askback.store.models import EffectRow, FlowRow, RoundRow
 
 __all__ = ["RECORD_EFFECT", "Completion", "EffectClaim", "Ledger", "RoundClaim", "flow_effects"]
 

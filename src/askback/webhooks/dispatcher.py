@@ -4,7 +4,7 @@ Each pass (`run_once`) first reads, for every endpoint, the events after its cur
 account family, the audit log for the opt-in audit family) and queues them (`Outbox.enqueue`); then it claims the
 due deliveries with a lease, POSTs each one signed (`signing`), and records the attempt: a 2xx answer delivers it,
 anything else (another status, a redirect, a timeout, no connection) schedules the next try (`RetrySchedule`) or,
-once the schedule ran out, fails it. Between passes it waits for a new event (`Store.wait_for_events`), for the next
+once the schedule ran out, fails it. Between passes it waits for a new event (`EventLog.wait_for_events`), for the next
 delivery to fall due on the injected clock, or for `idle` seconds, whichever comes first: never a busy loop.
 
 Any number of instances run this loop on one database: the outbox's conditional writes decide who queues and who
@@ -32,6 +32,7 @@ import random
 import secrets
 import socket
 import time
+import warnings
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -138,7 +139,7 @@ def _origin(url: str) -> Origin:
 
 
 class Dispatcher:
-    """Deliveries of `endpoints`' events from `store`, signed with their secrets; see the module's docstring.
+    """Deliveries of `endpoints`' events from `outbox` (on a store's database and event log), signed with their secrets; see the module's docstring.
 
     `clock` and `rng` decide when retries fall due and when an attempt's `timeout` (seconds, for all of it) runs out
     (inject them to control time and jitter); `lease` is how long an attempt holds its delivery (longer than
@@ -148,7 +149,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        store: Store,
+        outbox: Outbox | Store,
         endpoints: Sequence[Endpoint],
         *,
         clock: Clock | None = None,
@@ -164,8 +165,15 @@ class Dispatcher:
     ) -> None:
         if concurrency < 1 or per_endpoint < 1:
             raise ConfigurationError("webhook concurrency and per_endpoint must be at least 1; give positive numbers")
-        self.store = store
-        self.outbox = Outbox(store)
+        if isinstance(outbox, Store):
+            warnings.warn(
+                "Dispatcher(store, ...) is deprecated: give it an outbox on the store's parts, "
+                "Dispatcher(Outbox(store.database, store.events), ...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            outbox = Outbox(outbox.database, outbox.events)
+        self.outbox = outbox
         self.endpoints = tuple(endpoints)
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
@@ -349,7 +357,7 @@ class Dispatcher:
     async def wait(self) -> None:
         """Wait for a new event, the next due delivery that a slot is free for, a slot freed while every one was
         taken, or `idle` seconds, whichever comes first."""
-        seen = self._seen if self._seen is not None else await self.store.latest_event_id()
+        seen = self._seen if self._seen is not None else await self.outbox.events.latest_event_id()
         free, full = self._room()
         due = await self.outbox.next_due(skip=full) if free > 0 else None
         wake_at = self.clock.now() + self.idle if due is None else min(due, self.clock.now() + self.idle)
@@ -357,7 +365,7 @@ class Dispatcher:
         async with anyio.create_task_group() as tasks:
 
             async def events() -> None:
-                await self.store.wait_for_events(seen, timeout=self.idle)
+                await self.outbox.events.wait_for_events(seen, timeout=self.idle)
                 tasks.cancel_scope.cancel()
 
             async def clock() -> None:

@@ -15,6 +15,7 @@ Nothing is lost or sent twice across instances and restarts because every decisi
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -25,7 +26,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from askback.core.caller import split_scopes
-from askback.store import Store
+from askback.store import Database, EventLog, Store
 from askback.webhooks._models import AttemptRow, CursorRow, DeliveryRow
 from askback.webhooks.endpoints import Endpoint, redacted_url
 from askback.webhooks.signing import message_body, webhook_id
@@ -204,18 +205,30 @@ def _audit_event(row: Any) -> SourceEvent:
 
 
 class Outbox:
-    """The webhooks' tables in `store` (opened with the webhooks component among its migrations)."""
+    """The webhooks' tables in `database` (opened with the webhooks component among its migrations), and the event log
+    `events` their deliveries come from: a store's `database` and `events` parts."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, database: Database | Store, events: EventLog | None = None) -> None:
+        if isinstance(database, Store):
+            warnings.warn(
+                "Outbox(store) is deprecated: give it the store's parts, Outbox(store.database, store.events)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            store = database
+            database, events = store.database, store.events
+        if events is None:
+            raise TypeError("Outbox(database, events) takes the event log too: Outbox(store.database, store.events)")
+        self.database = database
+        self.events = events
 
     # Turning events into deliveries --------------------------------------------------------------------------
 
     async def latest(self, source: Source) -> int:
         """The newest event's cursor in `source` (0 when there is none)."""
         if source == "events":
-            return await self.store.latest_event_id()
-        found = await self.store.read(lambda conn: conn.execute(_AUDIT_LATEST).scalar(), doing="read the audit log")
+            return await self.events.latest_event_id()
+        found = await self.database.read(lambda conn: conn.execute(_AUDIT_LATEST).scalar(), doing="read the audit log")
         return int(found or 0)
 
     async def start_cursor(self, endpoint: Endpoint, source: Source, at: int) -> None:
@@ -226,11 +239,11 @@ class Outbox:
         def write(conn: Any) -> None:
             conn.execute(_START_CURSOR[conn.dialect.name], values)
 
-        await self.store.transaction(write, doing="start a webhook endpoint's cursor")
+        await self.database.transaction(write, doing="start a webhook endpoint's cursor")
 
     async def cursor(self, endpoint: Endpoint, source: Source) -> int | None:
         params = {"endpoint": endpoint.key, "source": source}
-        found = await self.store.read(
+        found = await self.database.read(
             lambda conn: conn.execute(_CURSOR, params).scalar(), doing="read a webhook cursor"
         )
         return None if found is None else int(found)
@@ -238,10 +251,12 @@ class Outbox:
     async def events_after(self, source: Source, cursor: int, limit: int) -> list[SourceEvent]:
         """Up to `limit` events of `source` after `cursor`, oldest first."""
         if source == "events":
-            stored = await self.store.events_after(cursor, limit=limit)
+            stored = await self.events.events_after(cursor, limit=limit)
             return [SourceEvent(e.id, e.type, e.at, dict(e.data)) for e in stored]
         params = {"cursor": cursor, "limit": limit}
-        rows = await self.store.read(lambda conn: conn.execute(_AUDIT_AFTER, params).all(), doing="read the audit log")
+        rows = await self.database.read(
+            lambda conn: conn.execute(_AUDIT_AFTER, params).all(), doing="read the audit log"
+        )
         return [_audit_event(row) for row in rows]
 
     async def enqueue(
@@ -283,7 +298,7 @@ class Outbox:
                 conn.execute(_ADD_DELIVERY, rows)
             return len(rows)
 
-        return await self.store.transaction(write, doing="queue webhook deliveries", immediate=True)
+        return await self.database.transaction(write, doing="queue webhook deliveries", immediate=True)
 
     # Delivering ----------------------------------------------------------------------------------------------
 
@@ -320,7 +335,7 @@ class Outbox:
                     )
             return taken
 
-        return await self.store.transaction(write, doing="claim webhook deliveries", immediate=True)
+        return await self.database.transaction(write, doing="claim webhook deliveries", immediate=True)
 
     async def settle(
         self,
@@ -361,12 +376,12 @@ class Outbox:
             conn.execute(_ADD_ATTEMPT, log)
             return bool(conn.execute(_SETTLE, change).rowcount == 1)
 
-        return await self.store.transaction(write, doing="record a webhook attempt")
+        return await self.database.transaction(write, doing="record a webhook attempt")
 
     async def next_due(self, *, skip: Collection[str] = ()) -> float | None:
         """When the next pending delivery is due (or its lease ends), leaving out the endpoints (by key) in `skip`;
         `None` when none is pending."""
-        rows = await self.store.read(lambda conn: conn.execute(_NEXT_DUE).all(), doing="read webhook deliveries")
+        rows = await self.database.read(lambda conn: conn.execute(_NEXT_DUE).all(), doing="read webhook deliveries")
         found = [float(row.due) for row in rows if row.endpoint not in skip]
         return min(found, default=None)
 
@@ -377,17 +392,17 @@ class Outbox:
         query, params = (
             (_LIST_ALL, {"limit": limit}) if status is None else (_LIST_STATUS, {"status": status, "limit": limit})
         )
-        rows = await self.store.read(lambda conn: conn.execute(query, params).all(), doing="list webhook deliveries")
+        rows = await self.database.read(lambda conn: conn.execute(query, params).all(), doing="list webhook deliveries")
         return [Delivery(*(vars(r).values() if isinstance(r, SimpleNamespace) else tuple(r))) for r in rows]
 
     async def body(self, delivery_id: int) -> str | None:
-        return await self.store.read(
+        return await self.database.read(
             lambda conn: conn.execute(_BODY, {"id": delivery_id}).scalar(), doing="read a webhook"
         )
 
     async def attempts(self, delivery_id: int) -> list[Attempt]:
         """Every attempt of one delivery, oldest first."""
-        rows = await self.store.read(
+        rows = await self.database.read(
             lambda conn: conn.execute(_ATTEMPTS_OF, {"id": delivery_id}).all(), doing="read webhook attempts"
         )
         return [Attempt(r.delivery_id, r.attempt, r.at, r.duration, r.status, r.error) for r in rows]
@@ -401,4 +416,4 @@ class Outbox:
                 return "redelivering"
             return "pending" if conn.execute(_STATUS_OF, {"id": delivery_id}).scalar() is not None else "unknown"
 
-        return await self.store.transaction(write, doing="redeliver a webhook", immediate=True)
+        return await self.database.transaction(write, doing="redeliver a webhook", immediate=True)

@@ -27,6 +27,7 @@ from askback.errors import ConfigurationError
 from askback.extension import ExtensionContext, Mounted, Ports
 from askback.webhooks.dispatcher import CONCURRENCY, PER_ENDPOINT, TIMEOUT, Dispatcher
 from askback.webhooks.endpoints import Endpoint, load_endpoints
+from askback.webhooks.outbox import Outbox
 from askback.webhooks.schedule import RetrySchedule
 from askback.webhooks.schema import MIGRATIONS
 
@@ -94,7 +95,7 @@ class Webhooks:
     async def start(self, context: ExtensionContext) -> None:
         """Give new endpoints their cursors, then start the dispatcher in the background."""
         dispatcher = Dispatcher(
-            context.store,
+            Outbox(context.store.database, context.store.events),
             self.endpoints,
             clock=self.clock or context.clock,
             rng=self.rng,

@@ -4,7 +4,7 @@ Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
-Written by hand to mirror `askback.store._models`; use portable types only (String, Text, Float, Integer) so
+Written by hand to mirror `askback.store.models`; use portable types only (String, Text, Float, Integer) so
 that the same migration runs on SQLite and PostgreSQL.
 """
 

@@ -4,8 +4,8 @@ origins, so the token is never handed to the caller."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Generator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from typing import Protocol
 
 import httpx
 
@@ -17,11 +17,18 @@ from askback.accounts.connections import (
 )
 from askback.accounts.repository import Account
 from askback.accounts.status import Status
-from askback.accounts.tokens._policy import TokenSet
+from askback.accounts.tokens._policy import Held, TokenSet
 from askback.errors import CredentialOriginError
 
-if TYPE_CHECKING:
-    from askback.accounts.tokens._keeper import TokenKeeper
+__all__ = ["AccountAuth", "ConnectedAccount", "Keeper"]
+
+
+class Keeper(Protocol):
+    """What a connected account asks of the keeper of its tokens (a `TokenKeeper`)."""
+
+    def auth(self, account: Account) -> httpx.Auth: ...
+
+    async def token(self, account: Account) -> TokenSet: ...
 
 
 def _authorization(connection: Connection, tokens: TokenSet) -> dict[str, str]:
@@ -59,13 +66,23 @@ def _origin_refusal(connection: Connection, url: httpx.URL) -> str | None:
 class AccountAuth(httpx.Auth):
     """`TokenKeeper.auth`: the credential is read (and refreshed) when each request is sent, and goes nowhere but
     into that request's headers, and only for a request to one of the connection's origins: any other request is
-    refused (`CredentialOriginError`) before anything is read or sent."""
+    refused (`CredentialOriginError`) before anything is read or sent. `usable` reads the tokens to use (and the
+    account as it was when they were current); `refreshed` refreshes them, forced, unless the account moved on from
+    what it was given."""
 
     # Read the body first, so that the request can be sent a second time after a refresh.
     requires_request_body = True
 
-    def __init__(self, keeper: TokenKeeper, account: Account, connection: Connection) -> None:
-        self._keeper = keeper
+    def __init__(
+        self,
+        account: Account,
+        connection: Connection,
+        *,
+        usable: Callable[[Account], Awaitable[tuple[Held, TokenSet]]],
+        refreshed: Callable[[Held], Awaitable[tuple[Held, TokenSet]]],
+    ) -> None:
+        self._usable = usable
+        self._refreshed = refreshed
         self._account = account
         self._connection = connection
         if isinstance(connection, ApiKeyConnection):
@@ -90,16 +107,16 @@ class AccountAuth(httpx.Auth):
         yield request  # pragma: no cover (makes this a generator)
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        keeper, account, connection = self._keeper, self._account, self._connection
+        account, connection = self._account, self._connection
         if (refusal := _origin_refusal(connection, request.url)) is not None:
             # Refused, not sent bare: a request that quietly lost its credential would fail later, and less clearly.
             raise CredentialOriginError(refusal)
-        held, tokens = await keeper._usable(account)
+        held, tokens = await self._usable(account)
         request.headers.update(_authorization(connection, tokens))
         response = yield request
         if response.status_code != 401 or isinstance(connection, ApiKeyConnection) or tokens.refresh_token is None:
             return
-        _, fresh = await keeper._refresh(account, connection, seen=held, force=True)
+        _, fresh = await self._refreshed(held)
         if fresh.access_token == tokens.access_token:
             return
         request.headers.update(_authorization(connection, fresh))
@@ -122,7 +139,7 @@ class ConnectedAccount:
     given the token itself (an SDK with its own HTTP client): the token then leaves askback's hands, so prefer `http`.
     """
 
-    def __init__(self, account: Account, keeper: TokenKeeper) -> None:
+    def __init__(self, account: Account, keeper: Keeper) -> None:
         self._account = account
         self._keeper = keeper
         self._http: httpx.AsyncClient | None = None

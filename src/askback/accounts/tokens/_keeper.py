@@ -182,7 +182,12 @@ class TokenKeeper:
                 f"Connection {connection.name!r} names no header for its key, so requests cannot carry it: set "
                 "header (and scheme) on the connection, or take the key with `await account.token()`."
             )
-        return AccountAuth(self, account, connection)
+        return AccountAuth(
+            account,
+            connection,
+            usable=self._usable,
+            refreshed=lambda seen: self._refresh(account, connection, seen=seen, force=True),
+        )
 
     # -- disconnecting --
 

@@ -115,7 +115,7 @@ class TokenRows:
             await flight.done.wait()
             if flight.ok:
                 return flight.held
-        elif join and self.accounts.store.engine.dialect.name == "postgresql":
+        elif join and self.accounts.database.engine.dialect.name == "postgresql":
             flight = _Read()
             self._reading[account_id] = flight
             self._batch[account_id] = (flight, connection)
@@ -129,7 +129,7 @@ class TokenRows:
             if join:
                 self._reading[account_id] = flight
             try:
-                row = await self.accounts.store.transaction(
+                row = await self.accounts.database.transaction(
                     lambda conn: conn.execute(_HELD, {"id": account_id}).first(), doing=f"read account {account_id!r}"
                 )
                 flight.held, flight.ok = self._held(account_id, connection, row), True
@@ -150,7 +150,7 @@ class TokenRows:
             batch, self._batch = self._batch, {}
         try:
             with anyio.CancelScope(shield=True):
-                rows = await self.accounts.store.read(
+                rows = await self.accounts.database.read(
                     lambda conn: conn.execute(_HELD_MANY, {"ids": list(batch)}).all(),
                     doing=f"read {len(batch)} connected account(s)",
                 )
@@ -203,7 +203,7 @@ class TokenRows:
             "b_owner": claim.owner,
             "b_until": now + lease,
         }
-        won = await self.accounts.store.transaction(
+        won = await self.accounts.database.transaction(
             lambda conn: conn.execute(_CLAIM, params).rowcount == 1,
             doing=f"claim the refresh of account {account_id!r}",
             immediate=True,
@@ -214,7 +214,7 @@ class TokenRows:
             if won and not claim.released:
                 # Left behind, the claim would only make others wait for it to expire.
                 with contextlib.suppress(AskbackError):
-                    await self.accounts.store.transaction(
+                    await self.accounts.database.transaction(
                         lambda conn: conn.execute(_RELEASE, {"b_id": account_id, "b_owner": claim.owner}),
                         doing=f"let go of the refresh claim of account {account_id!r}",
                     )
@@ -265,7 +265,7 @@ class TokenRows:
             return int(conn.execute(_VERSION, {"id": account_id}).scalar_one())
 
         try:
-            version = await self.accounts.store.transaction(
+            version = await self.accounts.database.transaction(
                 write, doing=f"record the {event.value} of account {account_id!r}", immediate=True
             )
         except AccountStateError:

@@ -16,7 +16,7 @@ The rule is checked (`AccountWaits.check`) in these places, which leave no gap b
   PostgreSQL's NOTIFY, or by polling on SQLite), on the tasks of exactly that principal waiting for that account's
   link: an event committed after the write finds the task waiting.
 A task that may go on is moved back to `working` under this instance's lease by one conditional write (`resumed`,
-through `_rows.change`, as `tasks/update` moves it), and its handler reruns through the runner with the links left
+through `rows.change`, as `tasks/update` moves it), and its handler reruns through the runner with the links left
 unanswered. Every instance sees every event, and both checks may pass; the write lets one of them win.
 
 The event is a hint, not a fact: the rerun reads the accounts' real status, goes on when they are ACTIVE, and
@@ -40,8 +40,8 @@ from typing import Any, Final, cast
 from askback.core.questions import connect_key
 from askback.core.round import Limits
 from askback.errors import AskbackError
-from askback.server.tasks._rows import TaskRecord, change, waiting_of
-from askback.server.tasks._runner import TaskRunner, overdue
+from askback.server.tasks.rows import TaskRecord, change, waiting_of
+from askback.server.tasks.runner import TaskRunner, overdue
 from askback.server.tasks.status import TaskStatus
 from askback.store import Store, StoredEvent
 
@@ -159,7 +159,7 @@ class AccountWaits:
     async def start(self, store: Store) -> None:
         if self._task is not None:
             return
-        cursor = await store.latest_event_id()
+        cursor = await store.events.latest_event_id()
         self.runner.on_waiting = self.check
         self._task = asyncio.get_running_loop().create_task(self._watch(store, cursor), name="askback task accounts")
 
@@ -210,7 +210,7 @@ class AccountWaits:
         """`principal`'s accounts that became ACTIVE after the event `cursor`."""
         found: list[ActiveAccount] = []
         while True:
-            batch = await store.events_after(cursor, types=sorted(ACTIVE_EVENTS), limit=_BATCH)
+            batch = await store.events.events_after(cursor, types=sorted(ACTIVE_EVENTS), limit=_BATCH)
             found += [a for a in map(active_account, batch) if a is not None and a.principal == principal]
             if len(batch) < _BATCH:
                 return found
@@ -220,7 +220,7 @@ class AccountWaits:
         clock = self.runner.config.round.clock
         while True:
             try:
-                found = await store.events_after(cursor, limit=_BATCH)
+                found = await store.events.events_after(cursor, limit=_BATCH)
                 for stored in found:
                     account = active_account(stored)
                     if account is not None:
@@ -228,7 +228,7 @@ class AccountWaits:
                     # Past every event, wanted or not: the wait below would find the others again and again.
                     cursor = stored.id
                 if len(found) < _BATCH:
-                    await store.wait_for_events(cursor, timeout=_IDLE)
+                    await store.events.wait_for_events(cursor, timeout=_IDLE)
             except AskbackError:
                 logger.warning("askback: reading account events for waiting tasks failed; retrying", exc_info=True)
                 await clock.sleep_until(clock.now() + _RETRY)

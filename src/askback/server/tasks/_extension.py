@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -38,13 +38,11 @@ from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsEr
 from askback.server.auth import caller_of
 from askback.server.tasks._account_waits import AccountWaits
 from askback.server.tasks._first import began_first, first_round
-from askback.server.tasks._rows import TaskRecord, change, insert_task, prune, read_task
-from askback.server.tasks._runner import TaskRunner, cancel, lapse, task_config
+from askback.server.tasks._host import TaskHost
+from askback.server.tasks.rows import TaskRecord, change, insert_task, prune, read_task
+from askback.server.tasks.runner import TaskRunner, cancel, lapse, task_config
 from askback.server.tasks.status import TERMINAL, TaskStatus
 from askback.store import Store
-
-if TYPE_CHECKING:
-    from askback.server.app import Askback
 
 __all__ = ["CANCEL_META", "TASKS_EXTENSION", "TasksExtension", "iso_time", "new_task_id", "task_view"]
 
@@ -175,7 +173,7 @@ class TasksExtension(Extension):
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, app: Askback) -> None:
+    def __init__(self, app: TaskHost) -> None:
         self.app = app
         self.runner = TaskRunner(lambda: task_config(app))
         self.account_waits = AccountWaits(self.runner)

@@ -4,6 +4,6 @@ migration runner (`askback.db.migrate`) on the connection it passes in. Run it w
 from __future__ import annotations
 
 from askback.db.migrate import run_env
-from askback.store._models import Base
+from askback.store.models import Base
 
 run_env(Base.metadata)

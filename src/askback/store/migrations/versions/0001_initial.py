@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-01-01
 
-Written by hand to mirror `askback.store._models`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

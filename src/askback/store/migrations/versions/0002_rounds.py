@@ -4,7 +4,7 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-30
 
-Written by hand to mirror `askback.store._models.RoundRow`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models.RoundRow`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

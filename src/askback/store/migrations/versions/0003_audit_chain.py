@@ -8,7 +8,7 @@ Rows written before this revision keep NULL in the new columns: they were never 
 verify` reports them as such rather than as tampering. `askback_audit_chains` holds each chain's head (its last
 seq and hash), updated in the same transaction as the rows it covers.
 
-Written by hand to mirror `askback.store._models`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

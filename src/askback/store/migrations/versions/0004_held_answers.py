@@ -4,7 +4,7 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-01
 
-Written by hand to mirror `askback.store._models.HeldAnswersRow`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models.HeldAnswersRow`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ before this revision keep NULL there, and a row with NULL scopes hashes exactly 
 A downgrade drops the column, and with it the scopes the rows' hashes cover: those rows then fail
 `askback audit verify` as edited.
 
-Written by hand to mirror `askback.store._models.AuditRow`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models.AuditRow`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

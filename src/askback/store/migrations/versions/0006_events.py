@@ -8,7 +8,7 @@ Create Date: 2026-12-02
 AUTOINCREMENT), `type` the event's name (`account.connected`), `at` when, `data` a JSON object. Subscribers on every
 instance read it after the last id they saw. A downgrade drops the table and the events in it.
 
-Written by hand to mirror `askback.store._models.EventRow`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models.EventRow`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

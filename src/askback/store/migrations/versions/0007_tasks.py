@@ -8,7 +8,7 @@ Create Date: 2026-12-02
 result or error, and the lease of the instance running it. `expires_at` is indexed for lazy pruning. A downgrade
 drops the table and the tasks in it.
 
-Written by hand to mirror `askback.store._models.TaskRow`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models.TaskRow`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ effect started is refused even when the effect raised and its claim was released
 whose flow already has an effect in the ledger get the time of their earliest one, so that what a cancel decides
 does not change for them at the upgrade. A downgrade drops the column.
 
-Written by hand to mirror `askback.store._models.TaskRow`; `tests/store/test_store.py` checks that the two agree.
+Written by hand to mirror `askback.store.models.TaskRow`; `tests/store/test_store.py` checks that the two agree.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
 from askback.store import EffectClaim, Store, hold_lock
-from askback.store._models import TaskRow
 from askback.store.ledger import EFFECTS
+from askback.store.models import TaskRow
 
 __all__ = [
     "TaskRecord",
@@ -199,13 +199,15 @@ async def insert_task(store: Store, record: TaskRecord, *, most: int) -> bool:
         conn.execute(_INSERT, row)
         return True
 
-    written: bool = await store.transaction(write, doing="create a task", immediate=True)
+    written: bool = await store.database.transaction(write, doing="create a task", immediate=True)
     return written
 
 
 async def read_task(store: Store, task_id: str, *, now: float) -> TaskRecord | None:
     """The task, or `None` when there is none of that id or it has expired."""
-    row = await store.read(lambda conn: conn.execute(_READ, {"b_task_id": task_id}).first(), doing="read a task")
+    row = await store.database.read(
+        lambda conn: conn.execute(_READ, {"b_task_id": task_id}).first(), doing="read a task"
+    )
     if row is None or row.expires_at < now:
         return None
     return _record(row)
@@ -214,7 +216,7 @@ async def read_task(store: Store, task_id: str, *, now: float) -> TaskRecord | N
 async def waiting_of(store: Store, principal: str, *, now: float) -> list[TaskRecord]:
     """`principal`'s tasks waiting for answers (`input_required`), oldest first; a read only, so each is changed
     afterwards through `change`, which reads it again under the lock."""
-    rows = await store.read(
+    rows = await store.database.read(
         lambda conn: conn.execute(_WAITING, {"b_principal": principal, "b_now": now}).all(),
         doing="read the tasks waiting for answers",
     )
@@ -223,7 +225,7 @@ async def waiting_of(store: Store, principal: str, *, now: float) -> list[TaskRe
 
 async def prune(store: Store, *, now: float) -> None:
     """Delete the tasks whose time to live has passed."""
-    await store.transaction(lambda conn: conn.execute(_PRUNE, {"b_now": now}), doing="prune expired tasks")
+    await store.database.transaction(lambda conn: conn.execute(_PRUNE, {"b_now": now}), doing="prune expired tasks")
 
 
 async def change(
@@ -255,7 +257,7 @@ async def _change(
         conn.execute(_WRITE, params)
         return before, after
 
-    return await store.transaction(run, doing="change a task", immediate=True)
+    return await store.database.transaction(run, doing="change a task", immediate=True)
 
 
 async def claim_effect(
@@ -278,7 +280,7 @@ async def claim_effect(
         return claim
 
     for _ in range(_RACE_ATTEMPTS):
-        found = await store.transaction(run, doing=f"claim the effect {name!r} of a task", immediate=True)
+        found = await store.database.transaction(run, doing=f"claim the effect {name!r} of a task", immediate=True)
         if found is False:
             return None
         if isinstance(found, EffectClaim):

@@ -10,9 +10,9 @@ The run is given a frozen `TaskConfig` (the app's `RoundConfig`, its tools, the 
 
 Effects go through `flow.once`, keyed by the task's own flow id, so a run taken over after a crash gets the recorded
 outcome instead of running it again. Each effect is claimed in one transaction with the task's row, only while the
-task is still `working` under this run's lease (`_rows.claim_effect`, which marks the row at the first claim, a mark
+task is still `working` under this run's lease (`rows.claim_effect`, which marks the row at the first claim, a mark
 no release clears); a cancel takes the same lock and ends the task only while it has no such mark
-(`_rows.cancelled`). So a cancel either comes first (the run stops at its next effect, which never starts) or finds an
+(`rows.cancelled`). So a cancel either comes first (the run stops at its next effect, which never starts) or finds an
 effect started (the task runs on and ends with its result): no effect of a `cancelled` task ever started. While the handler runs, the instance renews the task's lease every third of
 `ASKBACK_TASK_LEASE`; a renewal that finds the task no longer its own stops the run, and a run's end is written only
 while the task is still `working` under this lease.
@@ -47,13 +47,13 @@ from askback.core.state import FlowState
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
 from askback.server._catalogue import argument_problems
 from askback.server.round import Abandoned, Handler, RoundConfig, TaskRun, failure, run_task_round
-from askback.server.tasks import _rows
-from askback.server.tasks._rows import TaskRecord, change, read_task
+from askback.server.tasks import rows
+from askback.server.tasks._host import TaskHost
+from askback.server.tasks.rows import TaskRecord, change, read_task
 from askback.server.tasks.status import TaskStatus
 from askback.store import EffectClaim
 
 if TYPE_CHECKING:
-    from askback.server.app import Askback
     from askback.store import Store
 
 __all__ = [
@@ -98,7 +98,7 @@ class TaskConfig:
     lease: float
 
 
-def task_config(app: Askback) -> TaskConfig:
+def task_config(app: TaskHost) -> TaskConfig:
     """The app's `TaskConfig`, from its `RoundConfig` (built on first use, once every extension is in)."""
 
     def tool(name: str) -> TaskTool:
@@ -226,12 +226,12 @@ async def cancel(
     task has started an effect) and, when it ended the task, the audit trail's `completed` event for it (outcome
     `cancelled`). The task before and after the change (after is `None` when the task had ended already, had
     started an effect, or is unknown)."""
-    before, after = await _rows.cancel(store, task_id, now=now)
+    before, after = await rows.cancel(store, task_id, now=now)
     if after is not None:
         events = audit_events(after, RunEnd(reason="cancelled"), at=now, instance=instance)
         for event in events:
             emit(event)
-        await store.add_audit_many(events)
+        await store.audit_log.add_many(events)
     return before, after
 
 
@@ -312,7 +312,7 @@ class TaskRunner:
     async def _write_audit(self, events: list[AuditEvent]) -> None:
         for event in events:
             emit(event)
-        await (await self.config.round.store()).add_audit_many(events)
+        await (await self.config.round.store()).audit_log.add_many(events)
 
     async def _drive(self, task_id: str) -> None:
         again = True
@@ -329,7 +329,7 @@ class TaskRunner:
             if record is None or record.status != TaskStatus.WORKING or record.lease_owner != self.owner:
                 return
             # Read before the handler reads anything: what happens from here on is after this id in the log.
-            since = None if self.on_waiting is None else await store.latest_event_id()
+            since = None if self.on_waiting is None else await store.events.latest_event_id()
             run = await self._run_holding_lease(record)
             ended = None if run is None else ended_by(record.tool, run.outcome)
             if run is None or ended is None:
@@ -394,7 +394,7 @@ class TaskRunner:
         owner = self.owner
 
         async def claim(flow_id: str, name: str, at: float, lease: float | None) -> EffectClaim:
-            found = await _rows.claim_effect(
+            found = await rows.claim_effect(
                 store, record.task_id, owner=owner, flow_id=flow_id, name=name, at=at, lease=lease
             )
             if found is None:
