@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     development: bool = False
     # The command line: a crash's traceback is printed too (`askback --debug`).
     debug: bool = False
-    # The hosts every HTTP surface answers (`askback.asgi.HostGuard`): the loopback names, the public URL's host and
+    # The hosts every HTTP surface answers (`askback.web.asgi.HostGuard`): the loopback names, the public URL's host and
     # these (DNS rebinding: a page on another name pointed at this address is refused).
     public_url: str | None = None
     allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     @field_validator("allowed_hosts")
     @classmethod
     def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from askback.asgi import AllowedHosts  # the server stack, needed only where hosts are configured
+        from askback.web.asgi import AllowedHosts  # the server stack, needed only where hosts are configured
 
         AllowedHosts.of(value)
         return value

@@ -1,5 +1,5 @@
 """The development sign-in stays what it is for: marked as such on its page, refused on a site reached outside
-loopback, and an `askback.pages.SignIn` whose page brings the person back to where they were."""
+loopback, and an `askback.web.pages.SignIn` whose page brings the person back to where they were."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from askback.accounts.setup import AccountsSetup
 from askback.accounts.vault import Vault, new_key
 from askback.errors import ConfigurationError
 from askback.identity import PeopleSignIn
-from askback.pages import SignIn
+from askback.web.pages import SignIn
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ async def test_the_development_sign_in_page_says_anyone_can_be_anyone_and_its_ur
     assert dropped.text == "/accounts/dev/sign-in"
 
     from askback.accounts import pages
-    from askback.pages import PageKit
+    from askback.web.pages import PageKit
 
     kit: PageKit = pages._KIT
     html = kit.render("sign_in.html", action="/x", current=None, problem=None, next_path=None, csrf="t")

@@ -44,10 +44,10 @@ from askback.accounts.status import Status
 from askback.clock import FrozenClock
 from askback.errors import ConfigurationError
 from askback.identity import PeopleSignIn
-from askback.pages import safe_next_path
 from askback.runtime import Parked, Runtime, WebInbox
 from askback.settings import load_settings
 from askback.testing import free_port, serving
+from askback.web.pages import safe_next_path
 from infra import FIXTURES, OidcProvider, async_browser_context, async_chromium, oidc_provider, serving_http
 
 if TYPE_CHECKING:

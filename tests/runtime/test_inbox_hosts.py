@@ -20,8 +20,8 @@ import pytest
 
 from askback.runtime import Parked, ParkedQuestion, Runtime, WebInbox
 from askback.settings import load_settings
-from askback.standard_webhooks import signed_headers
 from askback.testing import free_port, serving
+from askback.web.standard_webhooks import signed_headers
 from infra import FIXTURES, _chromium_executable, inbox_serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]

@@ -1,4 +1,4 @@
-"""Text from a server never drives the terminal (`askback.terminal_text.for_terminal`, the one function it goes
+"""Text from a server never drives the terminal (`askback.core.terminal_text.for_terminal`, the one function it goes
 through): every command that prints a server's words (`askback call`'s prompt and result, `inbox list`, `inbox show`,
 `inbox answer`'s prompt, `inbox resume`'s result, an error quoting the server) runs in a real pseudo-terminal against
 the hostile server (`tests/fixtures/hostile_server.py`), which puts every attack of `hostile_text.ATTACKS` (OSC 52,
@@ -20,7 +20,7 @@ from test_runtime_terminal import Terminal
 from tests.fixtures.hostile_server import serving_hostile
 from tests.fixtures.hostile_text import ATTACKS, EVERY_ATTACK, RAW_SEQUENCES
 
-from askback.terminal_text import for_terminal, shorten
+from askback.core.terminal_text import for_terminal, shorten
 from askback.testing import free_port
 
 pytestmark = pytest.mark.http

@@ -30,9 +30,9 @@ from askback.core.questions import connect_key
 from askback.db.migrate import all_components
 from askback.runtime import Parked, Runtime, WebInbox
 from askback.settings import load_settings
-from askback.standard_webhooks import secret_keys, signed_headers
 from askback.store import Store
 from askback.testing import free_port, serving
+from askback.web.standard_webhooks import secret_keys, signed_headers
 from infra import ROOT, inbox_serving, wait_until
 
 pytestmark = pytest.mark.anyio

@@ -32,9 +32,9 @@ from askback.db.migrate import all_components
 from askback.runtime import AccountActive, Completed, Parked, Runtime, WebInbox
 from askback.runtime.webhooks import webhook_receiver
 from askback.settings import load_settings
-from askback.standard_webhooks import secret_keys, signed_headers
 from askback.store import Store
 from askback.testing import free_port, serving
+from askback.web.standard_webhooks import secret_keys, signed_headers
 from infra import ROOT, inbox_serving, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]

@@ -1,4 +1,4 @@
-"""Which hosts an askback HTTP surface answers (`askback.asgi.HostGuard`, `AllowedHosts`, `parse_host`), and which
+"""Which hosts an askback HTTP surface answers (`askback.web.asgi.HostGuard`, `AllowedHosts`, `parse_host`), and which
 origins its forms are taken from (`FormGuard`): configured ones only, never one built from the request's `Host`."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from askback import Askback, ConfigurationError, load_settings
-from askback.asgi import AllowedHosts, FormGuard, HostGuard, parse_host
 from askback.server.http import build_app
+from askback.web.asgi import AllowedHosts, FormGuard, HostGuard, parse_host
 
 pytestmark = pytest.mark.anyio
 

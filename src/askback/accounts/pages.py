@@ -5,7 +5,7 @@ to the provider (or asked for an API key), comes back, and is told what happened
 checks who is signed in itself, with the deployment's `SignInVerifier`. Every decision is `AccountService`'s; a
 route here reads the request, asks the verifier who opens the page, calls the service, and renders the outcome.
 
-The pages are the page kit's (`askback.pages`), from the templates beside this module (`templates/`): plain
+The pages are the page kit's (`askback.web.pages`), from the templates beside this module (`templates/`): plain
 server-rendered HTML, no JavaScript, no external resource, every value escaped by the template. Every response,
 redirects and errors included, carries the same headers: `Cache-Control: no-store`, `Referrer-Policy: no-referrer`
 (the start URL carries the link's token, and must not leak to the provider in a `Referer`), a strict
@@ -22,7 +22,7 @@ visit) that the authorization is bound to: a callback or key form brought by ano
 signed in, and one brought back by this browser after the visit time says the sign-in expired.
 
 A person nobody has signed in yet, opening a link, is sent (303) to the verifier's sign-in page when it has one (an
-`askback.pages.SignIn`, such as `askback.identity.PeopleSignIn`), to come back to the link once signed in; a verifier
+`askback.web.pages.SignIn`, such as `askback.identity.PeopleSignIn`), to come back to the link once signed in; a verifier
 without one gets the "sign in first" page, as does the development sign-in, whose page that one links to.
 
 `DevelopmentSignIn` is a verifier for development and the demo only: a user name in a signed cookie, set by a sign-in
@@ -48,10 +48,10 @@ from starlette.routing import Route
 
 from askback.accounts.repository import Account
 from askback.accounts.service import AccountService, Failed, Redirect, SignInVerifier
-from askback.asgi import FormGuard, FormRefusal
 from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError, InvalidParamsError
-from askback.pages import PageKit, SignIn, safe_next_path
+from askback.web.asgi import FormGuard, FormRefusal
+from askback.web.pages import PageKit, SignIn, safe_next_path
 
 __all__ = ["BROWSER_COOKIE", "CSRF_COOKIE", "MAX_FORM_BYTES", "PAGE_HEADERS", "DevelopmentSignIn", "pages_app"]
 

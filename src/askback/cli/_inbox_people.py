@@ -69,7 +69,7 @@ def checked_serve_options(
     hooks = webhook_secrets(webhook_secret_env or ())
     hosts = list(allowed_host or ())
     if hosts:
-        from askback.asgi import AllowedHosts
+        from askback.web.asgi import AllowedHosts
 
         try:
             AllowedHosts.of(hosts)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from askback.cli._runtime import QUESTIONS_LISTED, asked_by, question_json, when
+from askback.core.terminal_text import for_terminal, shorten
 from askback.errors import UnsafeLinkError
-from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
     from askback.runtime import ParkedQuestion

@@ -15,7 +15,7 @@ import typer
 
 from askback.cli.output import ExitStatus, UsageError
 from askback.core.server_urls import same_server, server_endpoint
-from askback.terminal_text import for_terminal, shorten
+from askback.core.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
     from askback.db.migrate import Component

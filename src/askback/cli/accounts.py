@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from askback.cli.output import UsageError, reports_errors
-from askback.terminal_text import for_terminal
+from askback.core.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from askback.accounts.repository import Account, Accounts

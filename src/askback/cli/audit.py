@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from askback.cli.output import UsageError, reports_errors
-from askback.terminal_text import for_terminal
+from askback.core.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from askback.audit import AuditEvent

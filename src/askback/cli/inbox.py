@@ -39,8 +39,8 @@ from askback.cli._runtime import (
 )
 from askback.cli.call import call
 from askback.cli.output import UsageError, reports_errors
+from askback.core.terminal_text import for_terminal, shorten
 from askback.errors import ResumeDueError
-from askback.terminal_text import for_terminal, shorten
 
 if TYPE_CHECKING:
     from askback.runtime import Runtime

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal, TextIO
 
-from askback.terminal_text import for_terminal
+from askback.core.terminal_text import for_terminal
 
 __all__ = ["FORMATS", "JsonFormatter", "LogFormat", "TextFormatter", "configure", "parse_format", "resolve"]
 

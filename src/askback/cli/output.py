@@ -26,8 +26,8 @@ import typer.exceptions
 from rich.console import Console
 from rich.markup import escape
 
+from askback.core.terminal_text import for_terminal
 from askback.errors import AskbackError
-from askback.terminal_text import for_terminal
 
 __all__ = ["ExitStatus", "UsageError", "one_line", "print_error", "reports_errors"]
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from askback.cli.output import ExitStatus, UsageError, reports_errors
+from askback.core.terminal_text import for_terminal
 from askback.errors import AskbackError
-from askback.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from askback.server.tasks.rows import TaskRecord

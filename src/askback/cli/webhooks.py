@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from askback.cli.output import UsageError, reports_errors
-from askback.terminal_text import for_terminal
+from askback.core.terminal_text import for_terminal
 from askback.webhooks.endpoints import redacted_url
 
 if TYPE_CHECKING:

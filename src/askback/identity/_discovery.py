@@ -2,7 +2,7 @@
 
 `discover(http, issuer)` reads `{issuer}/.well-known/openid-configuration`, then the RFC 8414 document
 (`/.well-known/oauth-authorization-server`, with the issuer's path appended after it for an issuer with a path),
-through `askback.oauth_metadata`; an issuer that cannot be reached at the first is not asked at the second. The
+through `askback.web.oauth_metadata`; an issuer that cannot be reached at the first is not asked at the second. The
 document must name the configured issuer exactly, or it is refused: a server that answers for another issuer is not
 the one trusted. Anything that keeps the metadata from being read is an `IssuerUnavailableError` (retryable).
 """
@@ -17,7 +17,14 @@ from urllib.parse import urlsplit
 
 from askback.core.addresses import is_loopback
 from askback.errors import IssuerUnavailableError
-from askback.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, fetch_metadata, metadata_urls, names_issuer
+from askback.web.oauth_metadata import (
+    MAX_METADATA_BYTES,
+    NotFound,
+    Problem,
+    fetch_metadata,
+    metadata_urls,
+    names_issuer,
+)
 
 if TYPE_CHECKING:
     import httpx

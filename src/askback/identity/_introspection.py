@@ -31,7 +31,7 @@ from askback.core.caller import checked_principal
 from askback.errors import InvalidTokenError, IssuerUnavailableError
 from askback.identity._holdback import HoldBack
 from askback.identity._jwt import scopes_of
-from askback.oauth_metadata import read_json
+from askback.web.oauth_metadata import read_json
 
 __all__ = ["Introspector", "check_introspection"]
 

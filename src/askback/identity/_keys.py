@@ -26,7 +26,7 @@ from joserfc.jwk import ECKey, JWKRegistry, Key, KeySet, OKPKey, RSAKey
 from askback.clock import Clock
 from askback.errors import InvalidTokenError, IssuerUnavailableError
 from askback.identity._holdback import HoldBack
-from askback.oauth_metadata import read_json
+from askback.web.oauth_metadata import read_json
 
 __all__ = ["KeyCache", "PublicKey", "parse_jwks"]
 

@@ -24,7 +24,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from askback.asgi import served_origin
 from askback.clock import Clock, SystemClock
 from askback.core.caller import Caller
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
@@ -35,6 +34,7 @@ from askback.identity._introspection import Introspector
 from askback.identity._jwt import DEFAULT_ALGORITHMS, caller_from_claims, looks_like_jwt, precheck_jwt, verify_jwt
 from askback.identity._keys import KeyCache
 from askback.identity._settings import IdentitySettings, given_settings
+from askback.web.asgi import served_origin
 
 if TYPE_CHECKING:
     from askback.db.migrate import Component

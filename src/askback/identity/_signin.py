@@ -15,11 +15,11 @@ The flow is the authorization code flow with PKCE (S256), a `state` and a `nonce
    HttpOnly, SameSite=Lax, Secure unless the site is plain http on loopback, Path=/) and the person sent (303) back
    to `next`, a path on this site only.
 
-`POST {prefix}/sign-out` (from the form at `GET {prefix}/sign-out`, through `askback.asgi.FormGuard`) ends the
+`POST {prefix}/sign-out` (from the form at `GET {prefix}/sign-out`, through `askback.web.asgi.FormGuard`) ends the
 session in the store, for every copy of the cookie on every instance, and clears the cookie. A provider's `error=`, a bad state or an ID token that does not verify is a problem page, and nothing
 is set. Nothing the issuer sends (a code, a token) is ever written in a page or a message.
 
-`PeopleSignIn` is an `askback.pages.SignIn` (who is signed in, where to sign in) for the account pages and the web
+`PeopleSignIn` is an `askback.web.pages.SignIn` (who is signed in, where to sign in) for the account pages and the web
 inbox, and an `askback.extension.Extension` that keeps its sessions in the app's store (its own migrations) and serves
 these routes `Open()` under `prefix`. Its settings are one `SignInSettings` (`_signin_settings`), whoever reads them;
 the issuer's metadata, keys and token endpoint are reached through `SignInIssuer` (`_signin_issuer`).
@@ -39,7 +39,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from askback.asgi import FormGuard
 from askback.clock import Clock, SystemClock
 from askback.core.caller import principal_of
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
@@ -51,7 +50,8 @@ from askback.identity._session import PENDING_TTL, PendingSignIn, SessionSigner,
 from askback.identity._sessions import Sessions
 from askback.identity._signin_issuer import DISCOVERY_INTERVAL, SignInIssuer
 from askback.identity._signin_settings import SignInSettings
-from askback.pages import PageKit, safe_next_path
+from askback.web.asgi import FormGuard
+from askback.web.pages import PageKit, safe_next_path
 
 __all__ = ["PeopleSignIn"]
 

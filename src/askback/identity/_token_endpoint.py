@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from askback.clock import Clock
 from askback.errors import InvalidTokenError, IssuerUnavailableError
 from askback.identity._holdback import HoldBack
-from askback.oauth_metadata import read_json
+from askback.web.oauth_metadata import read_json
 
 # A token endpoint's answer holds a few tokens; a body past this is not read further.
 MAX_ANSWER_BYTES = 256 * 1024

@@ -1,25 +1,16 @@
-"""The page kit: what every HTML page askback hosts is built with (the hosted account pages, the runtime's web inbox,
-and the pages to come).
+"""Deprecated: `askback.pages` is `askback.web.pages` (until askback 0.3.0). Every name still resolves here, with a
+`DeprecationWarning`: import it from `askback.web.pages`."""
 
-A product makes one `PageKit` over its folder of templates and its stylesheet (`style.css`). The kit gives:
+from __future__ import annotations
 
-- Jinja2 templates with autoescaping on for every one of them (each value escaped as `html.escape` does), which
-  extend the kit's own document, `kit/page.html` (`<html lang="en">`, a title, the one inline style, a `<main>`),
-  and may import its form parts, `kit/forms.html`;
-- the security headers of every response, redirects and problem pages included: a Content-Security-Policy that
-  allows no script, nothing from elsewhere and exactly the one stylesheet (by its hash), `no-store`, `no-referrer`,
-  frame denial and `nosniff`;
-- pages holding a form, rendered with this browser's form token (`askback.asgi.FormGuard`, the double-submit
-  pattern, with the `Origin` and `Sec-Fetch-Site` checks), and 303 redirects;
-- the app itself: the product's routes behind the headers and a body cap, every error (404, 405, 413, 500) answered
-  with the product's own problem page;
-- `SignIn`, who the person in the browser is and where they sign in, and `safe_next_path`, the one check of where
-  a person may be sent back to.
+from typing import Any
 
-The kit imports no product: every product may import it.
-"""
+from askback._face import renamed
 
-from askback.pages._kit import PageKit, security_headers
-from askback.pages._signin import SignIn, safe_next_path
+__all__: list[str] = []
 
-__all__ = ["PageKit", "SignIn", "safe_next_path", "security_headers"]
+_MOVED = {name: f"askback.web.pages.{name}" for name in ["PageKit", "SignIn", "safe_next_path", "security_headers"]}
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, _MOVED, name, globals())

@@ -8,7 +8,7 @@ finished there. The link is never opened or fetched from here. `:d` declines and
 The dialog is a generator with no I/O (`_dialog`, the shape of httpx's `auth_flow`): it yields what to show and
 what to read, and receives the lines typed. `ask` drives it, reading each line in a worker thread so that the
 event loop goes on meanwhile. Everything a server wrote (message, titles, choices, its own name, link) is shown as
-plain text: never as rich markup, and through `askback.terminal_text.for_terminal`, since its control, bidirectional
+plain text: never as rich markup, and through `askback.core.terminal_text.for_terminal`, since its control, bidirectional
 and invisible characters could otherwise rewrite what the terminal shows next to them (the host above all). Each
 question says which server asks (the host the runtime reached, the name the server gives itself) and for which
 call. The end of input leaves the question unanswered (`UnansweredError`): the call stays parked, never cancelled.
@@ -30,10 +30,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from askback.core.terminal_text import for_terminal, shorten
 from askback.errors import InvalidAnswerError, UnansweredError, UnsafeLinkError
 from askback.runtime.forms import Field, check_field, fields, parse, validate
 from askback.runtime.questions import Answer, Mode, ParkedQuestion, checked_link
-from askback.terminal_text import for_terminal, shorten
 
 __all__ = ["TerminalRenderer"]
 

@@ -49,7 +49,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from askback.asgi import API_HEADERS, AllowedHosts, CappedBody, HostGuard, SecurityHeaders
 from askback.clock import Clock
 from askback.core.connecting import MAX_LABEL_LENGTH
 from askback.errors import AskbackError, CallError, ConfigurationError, ResumeDueError
@@ -58,8 +57,9 @@ from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
 from askback.runtime._unnamed_server import UnnamedServer
 from askback.runtime.call_status import CallStatus
 from askback.runtime.calls import Runtime
-from askback.standard_webhooks import Refused, Verified, verify
-from askback.standard_webhooks import secret_keys as keys
+from askback.web.asgi import API_HEADERS, AllowedHosts, CappedBody, HostGuard, SecurityHeaders
+from askback.web.standard_webhooks import Refused, Verified, verify
+from askback.web.standard_webhooks import secret_keys as keys
 
 __all__ = [
     "RECEIVER_PATH",
@@ -414,7 +414,7 @@ def webhook_receiver(
     takes over `resume_timeout` seconds answers 503, for the sender to retry. `clock` defaults to the runtime's. A
     secret that is not `whsec_<base64>`, no server, or one secret given to two servers is `ConfigurationError`.
     A request for a host other than the loopback names, the runtime's configured ones (`ASKBACK_ALLOWED_HOSTS`,
-    `ASKBACK_PUBLIC_URL`'s) and `hosts` is refused (421) before anything is read (`askback.asgi.HostGuard`).
+    `ASKBACK_PUBLIC_URL`'s) and `hosts` is refused (421) before anything is read (`askback.web.asgi.HostGuard`).
 
     `secrets` (deprecated, `DeprecationWarning`; pass `servers`) are secrets without their server: their events
     speak for the one server the parked calls go to, or for any server while they go to several, said once in the

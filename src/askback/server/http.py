@@ -8,7 +8,7 @@ refused (401); with `demo_auth` (the demo server), a token `demo-<name>` is user
 token is the user `anonymous`.
 
 Hosts: every request but the probes' is refused (421) unless its `Host` is one the server is configured for
-(`askback.asgi.HostGuard`: the loopback names, `ASKBACK_PUBLIC_URL`'s host, the configured resource's, each mount's
+(`askback.web.asgi.HostGuard`: the loopback names, `ASKBACK_PUBLIC_URL`'s host, the configured resource's, each mount's
 `public_url`'s and `ASKBACK_ALLOWED_HOSTS`), and a request to `/mcp` whose `Origin` is on another host is refused
 (403). The SDK's own host and origin check is off: this one decides, so that the two never disagree.
 """
@@ -33,7 +33,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
-from askback.asgi import API_HEADERS, AllowedHosts, HostGuard, OriginGuard, SecurityHeaders, served_origin
 from askback.audit.emit import instance_id
 from askback.errors import AskbackError, DefinitionError
 from askback.extension import BearerCheck, Mounted
@@ -56,6 +55,7 @@ from askback.server.auth import (
     Signed,
     auth_error_for,
 )
+from askback.web.asgi import API_HEADERS, AllowedHosts, HostGuard, OriginGuard, SecurityHeaders, served_origin
 
 __all__ = ["DemoTokenVerifier", "Mounted", "build_app"]
 

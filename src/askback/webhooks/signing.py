@@ -8,7 +8,7 @@ A delivery is a POST of a JSON body `{"type", "timestamp", "data"}` with three h
 - `webhook-signature`: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, one per secret, space-separated,
   so that a receiver holding either the old or the new secret accepts it while secrets rotate.
 
-Pure functions: the clock and the secrets are given. The signing itself is `askback.standard_webhooks`, which the
+Pure functions: the clock and the secrets are given. The signing itself is `askback.web.standard_webhooks`, which the
 runtime's receiver checks with.
 """
 
@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from askback.standard_webhooks import sign, signed_headers
+from askback.web.standard_webhooks import sign, signed_headers
 
 __all__ = ["message_body", "sign", "signed_headers", "webhook_id"]
 

@@ -1,5 +1,5 @@
 """Discovery: `discover` and `fetch_metadata` are the only I/O of the connections (one or two GETs with httpx,
-through `askback.oauth_metadata`). The URLs to try (`metadata_urls`) and the judgement of what came back
+through `askback.web.oauth_metadata`). The URLs to try (`metadata_urls`) and the judgement of what came back
 (`parse_metadata`) are pure."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from askback import oauth_metadata
 from askback.accounts.connections._checks import origin, url_problem
 from askback.accounts.connections._definitions import Connection, Connections, OAuthConnection
 from askback.errors import ConfigurationError
-from askback.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, names_issuer
+from askback.web import oauth_metadata
+from askback.web.oauth_metadata import MAX_METADATA_BYTES, NotFound, Problem, names_issuer
 
 if TYPE_CHECKING:
     import httpx

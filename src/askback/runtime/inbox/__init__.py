@@ -15,11 +15,11 @@ questions of their own calls, and another person's question is answered 404, as 
   back to its server (`Runtime.resume`), and the call's page shows what came of it;
 - `GET /calls/{call_id}`: a call's outcome: its result, the server's next questions, or why it failed.
 
-The pages are the page kit's (`askback.pages`), from the templates in `templates/`: plain server-rendered HTML, no
+The pages are the page kit's (`askback.web.pages`), from the templates in `templates/`: plain server-rendered HTML, no
 JavaScript, no external resource, every value escaped by the template. Every POST carries a per-browser token (a
-random value in an HttpOnly, SameSite=Strict cookie, repeated in a hidden field: `askback.asgi.FormGuard`), and one
+random value in an HttpOnly, SameSite=Strict cookie, repeated in a hidden field: `askback.web.asgi.FormGuard`), and one
 sent from another origin is refused (403). Every response carries a strict Content-Security-Policy, `no-store`,
-`no-referrer` and `nosniff`. Only the configured hosts are answered (`askback.asgi.HostGuard`: the loopback names, the
+`no-referrer` and `nosniff`. Only the configured hosts are answered (`askback.web.asgi.HostGuard`: the loopback names, the
 public URL's host, `ASKBACK_ALLOWED_HOSTS`), 421 otherwise: a page on a name pointed at 127.0.0.1 reaches nothing.
 
 Its parts: `_view` (what each page shows, as plain values), `_forms` (what a form sent: the answer, or why it is

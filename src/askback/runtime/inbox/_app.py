@@ -16,16 +16,16 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
-from askback.asgi import AllowedHosts, FormGuard, HostGuard
 from askback.errors import CallError, CallStateError, InvalidAnswerError, UnknownCallError, UnsafeLinkError
 from askback.extension import Mounted
-from askback.pages import PageKit, SignIn
 from askback.runtime.call_status import Move, allows
 from askback.runtime.calls import Claimed, Runtime
 from askback.runtime.inbox import _view
 from askback.runtime.inbox._forms import Refused, read_answer, refused_by_the_runtime
 from askback.runtime.parked_calls import CallRecord
 from askback.runtime.questions import ParkedQuestion
+from askback.web.asgi import AllowedHosts, FormGuard, HostGuard
+from askback.web.pages import PageKit, SignIn
 
 log = logging.getLogger("askback.runtime.inbox")
 

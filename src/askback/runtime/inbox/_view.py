@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
+from askback.core.terminal_text import for_terminal, shorten
 from askback.runtime.call_status import CallStatus
 from askback.runtime.calls import Completed
 from askback.runtime.forms import Field, fields
 from askback.runtime.parked_calls import CallRecord
 from askback.runtime.questions import CheckedLink, Origin, ParkedQuestion
-from askback.terminal_text import for_terminal, shorten
 
 # Form fields are sent as `f.<name>`, so a schema field can never be taken for `action` or the token.
 PREFIX = "f."

@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute
 from starlette.templating import Jinja2Templates
 
-from askback.asgi import CappedBody, FormGuard, SecurityHeaders
+from askback.web.asgi import CappedBody, FormGuard, SecurityHeaders
 
 _KIT_TEMPLATES = Path(__file__).parent / "templates"
 

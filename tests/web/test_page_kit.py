@@ -1,4 +1,4 @@
-"""The page kit (`askback.pages`): every page's templates autoescaped, the stylesheet allowed by its hash, the same
+"""The page kit (`askback.web.pages`): every page's templates autoescaped, the stylesheet allowed by its hash, the same
 headers on every response (problem pages and a 500 included), the form token set once and checked, the template
 files shipped with the package, and no product imported by the kit.
 
@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from askback.asgi import FormGuard
-from askback.pages import PageKit
+from askback.web.asgi import FormGuard
+from askback.web.pages import PageKit
 from infra import ROOT
 
 pytestmark = pytest.mark.anyio
@@ -212,7 +212,7 @@ def test_the_page_kit_imports_no_product(path: Path) -> None:
 
 @pytest.mark.http
 def test_importing_the_page_kit_loads_no_product() -> None:
-    code = "import sys, askback.pages; print('\\n'.join(sys.modules))"
+    code = "import sys, askback.web.pages; print('\\n'.join(sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert not [m for m in loaded if m.startswith(PRODUCTS)]
 
