@@ -415,6 +415,16 @@ TASKS = {
         ],
         parked(replace(ON_PEOPLE, deadline=AT + 600), ("env",)),
     ),
+    "a task that keeps asking is stopped at the round cap, as a call's rounds are": Case(
+        start(replace(ON_SERVER, round=3)),
+        [
+            (Poll("call_1", 4, "t1"), Answered(TASK_ASKS, AT)),
+            (AskedKeys("call_1"), frozenset()),
+            (Claim("call_1", 3, AT, 30), "tok"),
+            (Fail("call_1", "tok", 3, {}, AT, CAP), True),
+        ],
+        Raises(ServerRefusedError, f"call call_1: {CAP}"),
+    ),
     "a task asking only what was parked before is polled again, nothing parked twice": Case(
         start(ON_SERVER),
         [

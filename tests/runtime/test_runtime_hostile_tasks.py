@@ -152,3 +152,20 @@ async def test_a_later_round_s_task_with_an_id_full_of_escapes_is_polled_to_its_
     assert done.text.startswith(f"answers: {question.key}=decline")
     record = await runtime.calls.get(outcome.call_id)
     assert record.task_id == task_id and record.poll_interval is not None and record.poll_interval > 0
+
+
+async def test_a_task_poll_answered_with_what_is_not_json_leaves_the_call_waiting_and_never_quotes_the_body(
+    runtime: Runtime, hostile: tuple[str, Path]
+) -> None:
+    url, _ = hostile
+    arguments = {"as_task": True, "get_garbage": True, "task_id": "garbage-1"}
+    with pytest.raises(ServerProtocolError) as unreadable:
+        await runtime.call_tool(url, "escapes", arguments, principal="ada")
+    said = str(unreadable.value)
+    assert "cannot be parsed" in said and "not json at all" not in said and "pydantic" not in said, said
+    (record,) = [r for r in await runtime.calls.listing() if r.task_id == "garbage-1"]
+    # One unreadable answer to a poll is not the task's end: the call waits on the server, as it did.
+    assert record.status == "parked" and record.error is None
+    with pytest.raises(ServerProtocolError):
+        await runtime.resume(record.id)
+    assert (await runtime.calls.get(record.id)).status == "parked"

@@ -252,10 +252,7 @@ class Connection:
                 await self.client.list_tools(cache_mode="refresh")
                 return await self._send(method, target, arguments, responses, state, read_timeout)
         except MCPError as exc:
-            if exc.code == mcp_types.PARSE_ERROR and _SDK_PARSE.match(exc.message):
-                found = _INVALID_JSON.search(exc.message)
-                reason = f"its JSON cannot be parsed ({found.group(1).strip()})" if found else "it cannot be parsed"
-                raise UnreadableResult(reason) from None
+            _raise_if_unreadable(exc)
             self.http.reraise(exc)
 
     async def _learn_tools(self) -> None:
@@ -311,11 +308,13 @@ class Connection:
         self, method: str, task_id: str, params: Mapping[str, Any] | None = None, *, read_timeout: float | None = None
     ) -> dict[str, Any]:
         """Send `tasks/get`, `tasks/update` or `tasks/cancel` for task `task_id`: the result as JSON. A JSON-RPC
-        error is `MCPError`; an HTTP error status without one is `HTTPFailure`."""
+        error is `MCPError`; an answer that cannot be read is `UnreadableResult`, as for a round; an HTTP error status
+        without a JSON-RPC error is `HTTPFailure`."""
         request = _TaskRequest(method=method, params={"taskId": task_id, **(params or {})})
         try:
             raw = await self._as_json(request, read_timeout)
         except MCPError as exc:
+            _raise_if_unreadable(exc)
             self.http.reraise(exc)
         return dict(raw)
 
@@ -466,3 +465,12 @@ async def _enter(
     connection = Connection(client, last)
     connection._tools_listed = protocol is not None and protocol != "legacy"
     return connection
+
+
+def _raise_if_unreadable(exc: MCPError) -> None:
+    """The SDK reports an answer it could not parse as a -32700 of its own making: `UnreadableResult`, saying what
+    was wrong in askback's words, never the SDK's text (which quotes the body)."""
+    if exc.code == mcp_types.PARSE_ERROR and _SDK_PARSE.match(exc.message):
+        found = _INVALID_JSON.search(exc.message)
+        reason = f"its JSON cannot be parsed ({found.group(1).strip()})" if found else "it cannot be parsed"
+        raise UnreadableResult(reason) from None

@@ -140,12 +140,7 @@ def _round_plan(start: Snapshot, limits: Limits, modes: frozenset[Mode], leave_o
     looked = leave_open is not None and leave_open not in decision.responses
     looked_again = looked and leave_open in (result.get("inputRequests") or {})
     if asking and sending > limits.max_rounds and not looked_again:
-        past = (
-            f"the server asked for round {sending}, past this runtime's cap of {limits.max_rounds} "
-            "(ASKBACK_CALL_MAX_ROUNDS)"
-        )
-        yield Fail(call.id, claim, call.round, sent, now, past)
-        return Raise(ServerRefusedError(f"call {call.id}: {past}"))
+        return (yield from _past_cap(call, claim, sending, sent, now, limits))
     at = answer.at
     if not asking:
         if not (yield Complete(call.id, claim, call.round, sent, at, result)):
@@ -158,6 +153,17 @@ def _round_plan(start: Snapshot, limits: Limits, modes: frozenset[Mode], leave_o
         return (yield from _task_plan((yield Reload(call.id)), task[0], limits))
     questions = pending_questions(call.id, sending, result, origin=call.origin)
     return Parked(call.id, sending, questions, deadline, tuple(q.key for q in questions))
+
+
+def _past_cap(
+    call: CallRecord, claim: str, asked: int, sent: Mapping[str, Any], now: float, limits: Limits
+) -> Generator[Step, Any, Raise]:
+    """The server asked for round `asked`, past the cap of rounds (`Limits.max_rounds`): the call fails."""
+    past = (
+        f"the server asked for round {asked}, past this runtime's cap of {limits.max_rounds} (ASKBACK_CALL_MAX_ROUNDS)"
+    )
+    yield Fail(call.id, claim, call.round, sent, now, past)
+    return Raise(ServerRefusedError(f"call {call.id}: {past}"))
 
 
 def _give_up(
@@ -249,6 +255,8 @@ def _record_found(
         return Claimed(call.id, call.round)
     if not isinstance(found, Asks):
         return (yield from _end_task(call, task_id, claim, found, {}, at))
+    if call.round + 1 > limits.max_rounds:  # a task that keeps asking is capped as a call's rounds are
+        return (yield from _past_cap(call, claim, call.round + 1, {}, at, limits))
     if not (yield ParkAgain(call.id, claim, call.round, {}, at, found.pending, at + limits.answer_wait)):
         return Claimed(call.id, call.round)
     return None
