@@ -12,10 +12,12 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from askback.errors import CallStateError, InvalidAnswerError
+from askback.runtime import Runtime
 from askback.runtime._models import Base
 from askback.runtime.forms import fields, parse, validate
 from askback.runtime.parked_calls import MIGRATIONS, ParkedCalls
 from askback.runtime.questions import Answer, Ready, Waiting, pending_questions, resume_decision
+from askback.settings import load_settings
 from askback.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -221,3 +223,20 @@ def test_an_answer_that_does_not_fit_the_form_names_every_field_that_is_wrong() 
         assert part in message
     with pytest.raises(InvalidAnswerError, match="Name: required"):
         validate(SCHEMA, {"size": "s"})
+
+
+@pytest.mark.parametrize(
+    ("wait", "lease", "warned"),
+    [(30.0, 120.0, False), (59.0, 120.0, False), (60.0, 120.0, True), (None, 120.0, True), (5.0, 8.0, True)],
+)
+async def test_a_timeout_that_can_outlast_half_the_resume_lease_is_warned_of_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, wait: float | None, lease: float, warned: bool
+) -> None:
+    settings = load_settings(database_url=f"sqlite:///{tmp_path / 'agent.db'}", resume_lease=lease)
+    with caplog.at_level("WARNING", logger="askback.runtime"):
+        runtime = await Runtime.open(settings=settings, timeout=wait)
+        await runtime.close()
+    said = [r.getMessage() for r in caplog.records if "ASKBACK_RESUME_LEASE" in r.getMessage()]
+    assert bool(said) == warned, said
+    if warned:
+        assert f"keep the timeout under {lease / 2:g} s" in said[0]

@@ -86,6 +86,17 @@ class Runtime:
         self.timeout = timeout
         self.era = era
         self.held: dict[str, Held] = {}
+        lease = self.settings.resume_lease
+        if timeout is None or 2 * timeout >= lease:
+            # A resume holds its claim for the lease; a round still waited for past it can be taken over and sent
+            # again by another process (a cancel's wait sends two requests under one claim).
+            log.warning(
+                "a server's answer may be waited for %s, longer than half ASKBACK_RESUME_LEASE (%g s): another "
+                "process can take a slow resume over and send its round again; keep the timeout under %g s",
+                "without end" if timeout is None else f"{timeout:g} s",
+                lease,
+                lease / 2,
+            )
         self._account_hooks: list[Callable[[AccountActive], Awaitable[None]]] = []
 
     @classmethod
