@@ -151,7 +151,11 @@ def serving(*args: str, cwd: Path, env: dict[str, str], terminal: bool = False) 
     """`askback serve askback.demo:server ARGS` with its stderr (and stdout) a pipe, or a pseudo-terminal; stopped
     (SIGTERM, then SIGKILL) at the end."""
     port = free_port()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_") and k != "NO_COLOR"}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ASKBACK_") and k not in ("NO_COLOR", "COLUMNS", "LINES")
+    }
     command = [sys.executable, "-m", "askback", "serve", "askback.demo:server", "--port", str(port), *args]
     if terminal:
         ours, theirs = os.openpty()

@@ -424,7 +424,9 @@ class Terminal:
     def __init__(self, *args: str) -> None:
         self.fd, follower = os.openpty()
         fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_") and k != "NO_COLOR"}
+        # The pseudo-terminal's size rules: COLUMNS and LINES (set by pytest-xdist's workers, say) would override it.
+        dropped = ("NO_COLOR", "COLUMNS", "LINES")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_") and k not in dropped}
         env["TERM"] = "xterm-256color"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _CONTROLLING, sys.executable, "-m", "askback", *args],
