@@ -35,7 +35,6 @@ that explains it.
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -57,6 +56,7 @@ from pydantic import TypeAdapter, ValidationError
 from askback.errors import AskbackError
 from askback.runtime._http_status import HTTPFailure, LastStatus
 from askback.runtime.questions import Mode, unreadable_round
+from askback.runtime.unreadable import UnreadableResult, raise_if_unreadable
 
 __all__ = [
     "TASKS_EXTENSION",
@@ -96,17 +96,6 @@ _SDK_LOGGERS = (
     "mcp.client.client",
     "mcp.shared.jsonrpc_dispatcher",
 )
-_SDK_PARSE = re.compile(r"Failed to parse (?:JSON response|SSE message)")
-_INVALID_JSON = re.compile(r"Invalid JSON: ([^\[\n]{1,120})")
-
-
-class UnreadableResult(Exception):
-    """The server's answer to a round cannot be read as the method's result; `reason` says what was wrong (never
-    the server's text itself)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class _ServerInputRecords(logging.Filter):
@@ -252,7 +241,7 @@ class Connection:
                 await self.client.list_tools(cache_mode="refresh")
                 return await self._send(method, target, arguments, responses, state, read_timeout)
         except MCPError as exc:
-            _raise_if_unreadable(exc)
+            raise_if_unreadable(exc)
             self.http.reraise(exc)
 
     async def _learn_tools(self) -> None:
@@ -314,7 +303,7 @@ class Connection:
         try:
             raw = await self._as_json(request, read_timeout)
         except MCPError as exc:
-            _raise_if_unreadable(exc)
+            raise_if_unreadable(exc)
             self.http.reraise(exc)
         return dict(raw)
 
@@ -465,12 +454,3 @@ async def _enter(
     connection = Connection(client, last)
     connection._tools_listed = protocol is not None and protocol != "legacy"
     return connection
-
-
-def _raise_if_unreadable(exc: MCPError) -> None:
-    """The SDK reports an answer it could not parse as a -32700 of its own making: `UnreadableResult`, saying what
-    was wrong in askback's words, never the SDK's text (which quotes the body)."""
-    if exc.code == mcp_types.PARSE_ERROR and _SDK_PARSE.match(exc.message):
-        found = _INVALID_JSON.search(exc.message)
-        reason = f"its JSON cannot be parsed ({found.group(1).strip()})" if found else "it cannot be parsed"
-        raise UnreadableResult(reason) from None

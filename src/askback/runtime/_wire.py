@@ -24,6 +24,7 @@ from askback.errors import CallError, ServerProtocolError
 from askback.runtime import _sdk
 from askback.runtime.call_errors import http_error, refused, timed_out
 from askback.runtime.questions import Mode
+from askback.runtime.unreadable import UnreadableResult
 
 __all__ = ["explained", "explaining", "send"]
 
@@ -50,8 +51,8 @@ def explained(
             ),
             exc,
         )
-    if isinstance(exc, _sdk.UnreadableResult | ValidationError):
-        reason = exc.reason if isinstance(exc, _sdk.UnreadableResult) else _sdk.validation_reason(exc)
+    if isinstance(exc, UnreadableResult | ValidationError):
+        reason = exc.reason if isinstance(exc, UnreadableResult) else _sdk.validation_reason(exc)
         what = f"round {sending} of call {call_id}" if sending is not None else "the connection"
         # A resume that reads no result marks its call failed (`resume_plan.fails_call`): its answers did reach the
         # server.
