@@ -158,12 +158,34 @@ def _unmarked_guard(item: pytest.Item) -> Iterator[None]:
 _SERVER_FIXTURES = frozenset({"pg", "fresh_pg_url", "demo_server", "demo_url", "listener"})
 
 
+# The test files that take longest, run first: `.ci/run` hands whole files to its processes in the order collected, so
+# a long file collected last keeps one process busy after the others have finished.
+_LONGEST_FIRST = (
+    "tests/runtime/test_runtime_cli_hardening.py",
+    "tests/runtime/test_runtime_cli_tokens.py",
+    "tests/test_benchmark_smoke.py",
+    "tests/server/test_scaleout.py",
+    "tests/cli/test_cli.py",
+    "tests/runtime/test_runtime_hostile.py",
+    "tests/interop/test_runtime_conformance.py",
+    "tests/runtime/test_runtime_asker.py",
+    "tests/cli/test_readme_setup.py",
+    "tests/runtime/test_runtime_cli.py",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    path = item.nodeid.partition("::")[0]
+    return _LONGEST_FIRST.index(path) if path in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses = set(getattr(item, "fixturenames", ()))
         if uses & _SERVER_FIXTURES or params.get("any_database") == "postgresql":
             item.add_marker(pytest.mark.http)
+    items.sort(key=_rank)  # stable: the order within a file, and of every other file, is kept
 
 
 @pytest.hookimpl(wrapper=True)
