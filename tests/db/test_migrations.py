@@ -93,3 +93,29 @@ async def test_each_component_is_judged_against_its_own_history(any_database: st
 def test_askback_db_upgrade_knows_every_component_askback_ships() -> None:
     assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME, WEBHOOKS, IDENTITY)
     assert len({c.version_table for c in migrate.all_components()}) == len(migrate.all_components())
+
+
+@pytest.mark.parametrize("component", migrate.all_components(), ids=lambda c: c.name)
+def test_each_component_declares_the_head_of_its_own_scripts(component: migrate.Component) -> None:
+    # A process that opens a current database compares with the declared head and never loads Alembic; a migration
+    # added without moving the declared head would leave every database one revision behind, unnoticed.
+    assert component.head is not None
+    assert migrate.head_revision(component) == migrate.scripts_head(component)
+
+
+def test_a_component_without_a_declared_head_reads_it_from_its_scripts() -> None:
+    assert NOTES.head is None
+    assert migrate.head_revision(NOTES) == "n002"
+
+
+def test_a_version_table_holding_two_revisions_is_refused_with_what_to_do() -> None:
+    engine = sa.create_engine("sqlite://")
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE notes_alembic_version (version_num VARCHAR(32) NOT NULL)"))
+        assert migrate.read_revision(conn, NOTES) is None
+        conn.execute(sa.text("INSERT INTO notes_alembic_version VALUES ('n001')"))
+        assert migrate.read_revision(conn, NOTES) == "n001"
+        conn.execute(sa.text("INSERT INTO notes_alembic_version VALUES ('n002')"))
+        with pytest.raises(ConfigurationError, match="holds 2 revisions"):
+            migrate.read_revision(conn, NOTES)
+    engine.dispose()

@@ -9,4 +9,4 @@ from askback.db.migrate import Component
 
 __all__ = ["MIGRATIONS"]
 
-MIGRATIONS = Component("accounts", Path(__file__).parent / "migrations", VERSION_TABLE)
+MIGRATIONS = Component("accounts", Path(__file__).parent / "migrations", VERSION_TABLE, head="a002")

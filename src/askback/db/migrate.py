@@ -5,6 +5,10 @@ own history in its own folder, with its own version table, so that products are 
 share a revision chain. `askback db upgrade` applies every component's history; a store opened by one product
 checks only that product's components.
 
+Alembic is imported only when its scripts are needed (an upgrade, a revision this release does not have at its head):
+a process that opens a current database reads its revision with one query and compares it with the component's
+declared `head`, which a test keeps equal to the head of its scripts.
+
 A component's `env.py` is two lines: it hands its metadata to `run_env`, which runs the migrations on the
 connection the runner passed in (`config.attributes["connection"]`), inside the runner's transaction and lock.
 """
@@ -15,13 +19,15 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, MetaData
+from sqlalchemy import Connection, MetaData, String, column, inspect, select, table
+
+from askback.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 __all__ = [
     "Component",
@@ -54,8 +60,13 @@ class Component:
     name: str
     scripts: Path
     version_table: str
+    head: str | None = None
+    """The revision at the head of `scripts`, when the component declares it (askback's own do); `None`: read from
+    the scripts."""
 
     def config(self, connection: Connection | None = None) -> Config:
+        from alembic.config import Config
+
         config = Config()
         # Config values go through configparser, which would read a '%' in the path as interpolation.
         config.set_main_option("script_location", str(self.scripts).replace("%", "%%"))
@@ -77,11 +88,20 @@ def all_components() -> tuple[Component, ...]:
 
 @cache
 def _scripts(component: Component) -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(component.config())
 
 
 def head_revision(component: Component) -> str:
     """The revision this release of the component needs."""
+    if component.head is not None:
+        return component.head
+    return scripts_head(component)
+
+
+def scripts_head(component: Component) -> str:
+    """The revision at the head of the component's scripts, read with Alembic."""
     head = _scripts(component).get_current_head()
     if head is None:
         raise RuntimeError(f"askback is installed without the {component.name} migrations (in {component.scripts})")
@@ -90,8 +110,17 @@ def head_revision(component: Component) -> str:
 
 def read_revision(connection: Connection, component: Component) -> str | None:
     """The revision the database is at for `component`; `None` when its tables were never created."""
-    context = MigrationContext.configure(connection, opts={"version_table": component.version_table})
-    return context.get_current_revision()
+    if not inspect(connection).has_table(component.version_table):
+        return None
+    version = column("version_num", String)
+    rows = connection.execute(select(version).select_from(table(component.version_table)))
+    found: list[str] = list(rows.scalars().all())
+    if len(found) > 1:
+        raise ConfigurationError(
+            f"the {component.name} schema's version table ({component.version_table}) holds {len(found)} revisions; "
+            "askback keeps one: restore it from a backup or ask for help before upgrading"
+        )
+    return found[0] if found else None
 
 
 def schema_status(current: str | None, component: Component) -> SchemaStatus:
@@ -108,6 +137,8 @@ def schema_status(current: str | None, component: Component) -> SchemaStatus:
 
 def upgrade(connection: Connection, components: tuple[Component, ...]) -> None:
     """Bring each component to its head on `connection`, in the caller's transaction (which holds the lock)."""
+    from alembic import command
+
     for component in components:
         command.upgrade(component.config(connection), "head")
 

@@ -29,7 +29,7 @@ from askback.runtime.questions import Answer, pending_questions
 
 __all__ = ["MIGRATIONS", "CallRecord", "CallStatus", "ParkedCalls"]
 
-MIGRATIONS = Component("runtime", Path(__file__).parent / "migrations", VERSION_TABLE)
+MIGRATIONS = Component("runtime", Path(__file__).parent / "migrations", VERSION_TABLE, head="r004")
 
 _CALLS = cast(Table, CallRow.__table__)
 _ANSWERS = cast(Table, AnswerRow.__table__)

@@ -9,4 +9,4 @@ from askback.webhooks._models import VERSION_TABLE
 
 __all__ = ["MIGRATIONS"]
 
-MIGRATIONS = Component("webhooks", Path(__file__).parent / "migrations", VERSION_TABLE)
+MIGRATIONS = Component("webhooks", Path(__file__).parent / "migrations", VERSION_TABLE, head="w001")
