@@ -86,6 +86,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset(
             {
                 "AccountActive",
+                "ApprovalDecided",
                 "Answer",
                 "Callback",
                 "Claimed",
