@@ -109,7 +109,7 @@ async def go(flow: Flow, ran: list[str] | None = None, approval: Approval = DEPL
 
 async def round_two(first: RunOutcome, port: ScriptedApprovals, action: str, ran: list[str]) -> RunOutcome:
     assert isinstance(first, Asked)
-    responses = {KEY: ElicitResult(action=action)}  # type: ignore[arg-type]
+    responses = {KEY: ElicitResult.model_validate({"action": action})}
     return await go(flow_of(port, state=first.next_state, responses=responses), ran)
 
 
@@ -146,6 +146,8 @@ async def test_an_accepted_link_while_still_pending_reads_the_request_again_and_
     assert second.requests[KEY]["params"]["message"].startswith("Not decided yet. ")
     assert [(e.kind, e.key, e.action) for e in second.events] == [("answered", KEY, "accept")]
     assert len(port.asks) == 2 and ran == []
+    # The second round follows the request the link showed, named in the sealed state.
+    assert [a.following for a in port.asks] == [None, "ap-1"]
 
 
 async def test_an_accepted_link_once_the_request_is_consumed_goes_on() -> None:
@@ -294,7 +296,7 @@ async def test_the_request_carries_this_flow_the_callers_actors_and_a_neutralise
     )
 
 
-BASE = {
+BASE: dict[str, Any] = {
     "tool": "deploy",
     "arguments": {"service": "billing", "version": "2.4.1"},
     "answers": {"confirm": {"a": "accept", "c": {"ok": True}, "q": "d1"}},
@@ -341,7 +343,7 @@ async def test_the_answers_read_before_the_approval_are_approved_and_those_after
 
     await run(flow_one := flow_of(first), lambda: handler(flow_one), new_id=lambda: "flow-1")
     # A later round of the same flow: the answer to the question after the approval is already in the state.
-    params, q = sure.shown()
+    _, q = sure.shown()
     state = FlowState("flow-1", T0, 2, answers={"sure": _accepted(q)})
     await run(flow_two := flow_of(later, state=state), lambda: handler(flow_two), new_id=lambda: "flow-1")
     assert first.asks[0].digest == later.asks[0].digest and later.asks[0].answers == {}

@@ -28,7 +28,7 @@ from mcp_types import ClientCapabilities, ElicitResult
 
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.capabilities import declares
-from askback.core.questions import Link, digest
+from askback.core.questions import Link
 from askback.core.state import answers_to_json
 from askback.core.terminal_text import for_terminal, shorten
 from askback.core.text import name_problem
@@ -173,7 +173,8 @@ class ApprovalAsk:
     writes them) and the policy are what `digest` was made from, so the product can check it; `flow_id` is the flow
     asking; `summary` one line the handler wrote for the approvers (capped, control characters written as escapes);
     `actors` the principals acting for the requester (the token's `act` chain, `Caller.actors`), who may not approve
-    it either."""
+    it either; `following` the id of the request this flow's status link showed last round (from the sealed state,
+    so the client cannot choose it), whose end the flow must read."""
 
     approval: Approval
     tool: str
@@ -183,6 +184,7 @@ class ApprovalAsk:
     flow_id: str
     summary: str | None = None
     actors: tuple[str, ...] = ()
+    following: str | None = None
 
 
 @dataclass(frozen=True)
@@ -205,8 +207,11 @@ class ApprovalsPort(Protocol):
     async def request(self, ask: ApprovalAsk) -> ApprovalState:
         """The request for `ask.digest`: the pending one (reused), else a new pending one. An approved request for the
         digest is consumed by `ask.flow_id` in the same transaction that reads it (status `consumed`, bound to this
-        flow: a replay of this flow reads it again, another flow needs a request of its own). Raises
-        `askback.errors.LimitReachedError` when the caller holds too many pending requests."""
+        flow: a replay of this flow reads it again, another flow needs a request of its own). With `ask.following`,
+        that request as it now is when it is this caller's and for `ask.digest` (approved: consumed as above; denied,
+        expired or withdrawn: as it is, never replaced by a new one, so that the flow reports how it ended); an id
+        that is not (another caller's, unknown) is ignored. Raises `askback.errors.LimitReachedError` when the caller
+        holds too many pending requests."""
         ...
 
     async def withdraw(self, approval_id: str) -> ApprovalState:
@@ -219,6 +224,7 @@ class ApprovalsPort(Protocol):
 # What the approvals product says back (a denier's reason) is shown to the model and the person on one line.
 _MAX_REASON = 300
 _MAX_SUMMARY = 500
+_FOLLOWING = "approval:"
 
 
 @dataclass(frozen=True)
@@ -297,6 +303,10 @@ async def approve(
     # Only the answers the handler read before asking: a question asked after the approval is not part of it.
     answers = answers_to_json({k: v for k, v in record.recorded.items() if k in record.seen})
     requester = caller.principal if caller is not None else None
+    key = approval_key(approval.key)
+    # The status link asked last round names the request it showed, in the sealed state: follow that one.
+    shown = record.state.asked.get(key) if record.state is not None else None
+    following = shown.removeprefix(_FOLLOWING) if shown and shown.startswith(_FOLLOWING) else None
     try:
         found = approval_digest(
             tool=tool, arguments=arguments, answers=answers, requester=requester, policy=approval.policy()
@@ -312,6 +322,7 @@ async def approve(
         flow_id=record.link_flow_id(),
         summary=_one_line(summary, _MAX_SUMMARY) if summary else None,
         actors=caller.actors if caller is not None else (),
+        following=following,
     )
     try:
         state = await port.request(ask)
@@ -322,7 +333,6 @@ async def approve(
             limit=exc.limit,
             tool_error=True,
         ) from None
-    key = approval_key(approval.key)
     response = record.responses.get(key)
     answered = isinstance(response, ElicitResult) and (record.state is None or key in record.state.asked)
     if answered:
@@ -374,7 +384,8 @@ async def approve(
     params = question.render(message=text, url=state.status_url)
     if answered:
         # Accepted, but the request is still pending: an accept only means the person opened the page.
-        record.schedule(question, {**params, "message": "Not decided yet. " + text}, base=digest(params))
-    else:
-        record.schedule(question, params)
+        params = {**params, "message": "Not decided yet. " + text}
+    # An answer to the link is taken by its key alone (its message changes as approvals come in); what the state
+    # keeps beside the key is the request the link shows, for the next round to follow.
+    record.schedule(question, params, base=_FOLLOWING + state.id)
     raise NeedInput

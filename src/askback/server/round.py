@@ -286,7 +286,7 @@ class _RoundIO:
             if isinstance(step, plan.ToolResult):
                 return self.config.tool_result(self.handler.tool, step.value)
             assert isinstance(step, plan.EndResult)
-            return _with_structured(self.config.end_result(self.handler.tool, step.text), step.structured)
+            return _with_structured(self.config.end_result(self.handler.tool, step.text), step.text, step.structured)
         except BaseException as exc:
             # The plan records what the round leaves behind (its claim released, its trail), then fails with this.
             return plan.Failed(exc, _detail(exc))
@@ -443,9 +443,10 @@ class _Effects:
         )
 
 
-def _with_structured(result: CallToolResult, structured: Mapping[str, Any] | None) -> CallToolResult:
+def _with_structured(result: CallToolResult, text: str, structured: Mapping[str, Any] | None) -> CallToolResult:
     """An end result that says more (`structured`: a pending approval's status): its JSON first in the content, and
-    as the structured content when the tool declares no output schema (whose own content the result keeps)."""
+    in the structured content when the tool declares no output schema, or the one the SDK makes for a text (an
+    object with `result`, which takes more fields); a tool's own output schema is left as the result has it."""
     if structured is None:
         return result
     report = dict(structured)
@@ -453,6 +454,8 @@ def _with_structured(result: CallToolResult, structured: Mapping[str, Any] | Non
     update: dict[str, Any] = {"content": content}
     if result.structured_content is None:
         update["structured_content"] = report
+    elif result.structured_content == {"result": text}:
+        update["structured_content"] = {**report, "result": text}
     return result.model_copy(update=update)
 
 
