@@ -219,3 +219,24 @@ async def test_a_tool_without_an_output_schema_answers_the_pending_report_as_its
     assert not result.is_error and result.structured_content is not None
     assert result.structured_content["status"] == "approval_pending"
     assert result.structured_content["approvals_needed"] == 1
+
+
+async def test_the_meta_exposures_execute_tool_answers_a_pending_request_as_its_status_even_with_url_mode(
+    make_settings: Callable[..., Any], clock: FrozenClock
+) -> None:
+    board = ApprovalsTestBoard(clock)
+    settings = make_settings(expose="meta")
+    app = Askback("approvals-meta", settings=settings, clock=clock, extensions=[ApprovalsTestExtension(board)])
+
+    @app.tool()
+    async def deploy(service: str, flow: Flow) -> str:
+        await flow.approve(DEPLOY)
+        return f"Deployed {service}."
+
+    async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
+        result = await client.session.call_tool(
+            "execute_tool", {"name": "deploy", "arguments": {"service": "billing"}}, allow_input_required=True
+        )
+    assert isinstance(result, CallToolResult) and not result.is_error
+    assert result.structured_content is not None and result.structured_content["status"] == "approval_pending"
+    assert board.only().status == "pending"
