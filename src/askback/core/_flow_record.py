@@ -82,7 +82,9 @@ class RunRecord:
             return self.state.flow_id
         if self.minted is None:
             if self.new_id is None:
-                raise DefinitionError("flow.connect outside a server round: the flow has no id to bind a link to")
+                raise DefinitionError(
+                    "flow.connect or flow.approve outside a server round: the flow has no id to bind a link to"
+                )
             self.minted = self.new_id()
         return self.minted
 

@@ -9,9 +9,11 @@ answers given so far, the requester (the principal, which carries its issuer) an
 a new request; a pending request with the same digest is reused.
 
 The approvals product provides the port (`ApprovalsPort`, one per caller, as the connected accounts do); the core
-decides what the round does with what the port reports: go on when approved, complete when denied, expired or
-withdrawn, and while pending ask a URL-mode question linking to the request's status page (a client without URL mode
-gets a completed result saying the request is pending, with its id and expiry: it has nothing to render).
+(`approve`, what `Flow.approve` runs) decides what the round does with what the port reports: go on when approved
+(`Approved`), complete when denied, expired or withdrawn, and while pending ask a URL-mode question linking to the
+request's status page (a client without URL mode gets a completed result saying the request is pending, with its id
+and expiry: it has nothing to render, `ApprovalPending`). An answer to that link only says the page was opened: the
+next round reads the request again, the one the link showed (named in the sealed state beside the link's key).
 """
 
 from __future__ import annotations
