@@ -240,3 +240,19 @@ async def test_the_meta_exposures_execute_tool_answers_a_pending_request_as_its_
     assert isinstance(result, CallToolResult) and not result.is_error
     assert result.structured_content is not None and result.structured_content["status"] == "approval_pending"
     assert board.only().status == "pending"
+
+
+async def test_calling_again_with_the_same_arguments_goes_on_with_the_request_approved_meanwhile(
+    served: Served,
+) -> None:
+    async with Client(served.app.mcp) as client:
+        first = await client.call_tool("deploy", {"service": "billing"})
+        served.board.decide("approve", by="carol")
+        again = await client.call_tool("deploy", {"service": "billing"})
+        other = await client.call_tool("deploy", {"service": "search"})
+    assert first.structured_content is not None and first.structured_content["status"] == "approval_pending"
+    assert text(again) == "Deployed billing, approved by carol."
+    # Another call is another request: the approval of the first does not carry over.
+    assert other.structured_content is not None and other.structured_content["status"] == "approval_pending"
+    assert [a.digest for a in served.board.asks][:2] == [served.board.asks[0].digest] * 2
+    assert served.board.asks[2].digest != served.board.asks[0].digest and served.deployed == ["billing"]
