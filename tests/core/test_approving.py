@@ -158,6 +158,13 @@ async def test_an_accepted_link_once_the_request_is_consumed_goes_on() -> None:
     assert ran == ["deployed"]
 
 
+async def test_an_answer_to_the_link_without_askbacks_sealed_state_follows_no_request() -> None:
+    port = ScriptedApprovals([pending()])
+    await go(flow_of(port, responses={KEY: ElicitResult(action="accept")}))
+    # Only the sealed state names the request a link showed: a client cannot point the flow at another one.
+    assert port.asks[0].following is None
+
+
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_declining_or_dismissing_the_link_withdraws_the_pending_request(action: str) -> None:
     port = ScriptedApprovals([pending()])
