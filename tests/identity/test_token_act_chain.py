@@ -63,6 +63,8 @@ def test_a_chain_as_deep_as_allowed_is_read_and_one_deeper_is_refused() -> None:
         {"sub": "agent\n7"},
         {"sub": "x" * 300},
         {"sub": "agent-7", "iss": 5},
+        {"sub": "agent-7", "iss": None},
+        {"sub": "agent-7", "iss": ""},
         {"sub": "agent-7", "iss": "https://agents.example.com#frag"},
         {"sub": "agent-7", "act": "bob"},
         {"sub": "agent-7", "act": {"name": "bob"}},

@@ -252,8 +252,11 @@ def actors_of(claims: Mapping[str, Any], *, issuer: str | None) -> tuple[str, ..
         if not isinstance(act, Mapping):
             raise InvalidTokenError("the token's act claim is not an object")
         sub, iss = act.get("sub"), act.get("iss", issuer)
-        if not isinstance(sub, str) or not (iss is None or isinstance(iss, str)):
+        if not isinstance(sub, str):
             raise InvalidTokenError("an actor in the token's act claim names no subject")
+        if "iss" in act and not isinstance(iss, str):
+            # A null issuer would spell the actor as nobody's, which reads as a home principal.
+            raise InvalidTokenError("an actor in the token's act claim names an issuer that is not a string")
         try:
             actors.append(principal_of(sub, iss, home=issuer))
         except ValueError as exc:
