@@ -14,8 +14,8 @@ is ignored or asked again with a note saying what was wrong.
 
 A `Flow`'s public names are what a handler uses; the run's bookkeeping (answers recorded, questions scheduled,
 audit events) is a private `RunRecord` (`askback.core._flow_record`), read by `run` and `run_events`. `connect` lives
-in `askback.core.connecting`, `approve` in `askback.core.approving`. `NeedInput` and `FlowEnded` derive from `BaseException` so that a handler's own
-`except Exception` cannot swallow them by accident.
+in `askback.core.connecting`, `approve` in `askback.core.approving`. `NeedInput` and `FlowEnded` derive from
+`BaseException` so that a handler's own `except Exception` cannot swallow them by accident.
 """
 
 from __future__ import annotations
