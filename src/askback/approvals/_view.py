@@ -24,6 +24,7 @@ __all__ = [
     "ShownRecord",
     "ShownVote",
     "outcome_of",
+    "refused_outcome",
     "refusal",
     "refusal_text",
     "shown_record",
@@ -213,3 +214,14 @@ def outcome_of(decided: Decided, approver: Approver, decision: str, digest: str,
         return Outcome("Already decided", "You had decided this request already; nothing was changed.", False)
     text = f"This request was already decided (it is {_status(record, now)}); your decision was not recorded."
     return Outcome("Already decided", text, False)
+
+
+def refused_outcome(why: PageRefusal, record: ApprovalRecord, now: float) -> Outcome:
+    """What the page says when a decision sent was refused before it reached the service (a form opened earlier and
+    sent after the request was decided, by its requester, or twice)."""
+    if why in ("not_pending", "expired"):
+        text = f"This request was already decided (it is {_status(record, now)}); your decision was not recorded."
+        return Outcome("Already decided", text, False)
+    if why == "already_decided":
+        return Outcome("Already decided", "You had decided this request already; nothing was changed.", False)
+    return Outcome("Not recorded", f"{refusal_text(why, record, now)} Your decision was not recorded.", False)

@@ -42,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from askback.approvals._view import outcome_of, refusal, refusal_text, shown_record, shown_text
+from askback.approvals._view import outcome_of, refusal, refusal_text, refused_outcome, shown_record, shown_text
 from askback.approvals.service import ApprovalService, Approver
 from askback.clock import Clock, SystemClock
 from askback.core.text import name_problem
@@ -219,7 +219,8 @@ class _Pages:
         if record is None or why == "not_allowed":
             return _problem(request, 404)
         if why is not None:
-            return await self.request_page(request, approver, approval_id, status=409)
+            page = {"outcome": refused_outcome(why, record, now), "id": approval_id, "base": self.base}
+            return _KIT.page(request, "outcome.html", page, status=409)
         decided = await self.service.decide(approver, approval_id, decision, reason, digest=digest)
         outcome = outcome_of(decided, approver, decision, digest, self.clock.now())
         page = {"outcome": outcome, "id": approval_id, "base": self.base}
