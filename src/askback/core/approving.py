@@ -160,6 +160,7 @@ class ApprovalAsk:
     digest: str
     flow_id: str
     summary: str | None = None
+    actors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
