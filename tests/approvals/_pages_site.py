@@ -86,6 +86,7 @@ async def open_site(folder: Path, *, base: str = BASE) -> AsyncIterator[Site]:
             clock=clock,
             audit_log=store.audit_log,
             status_url=lambda approval_id: f"{base}{PREFIX}/requests/{approval_id}/status",
+            pending_per_requester=20,
         )
         sign_in = DevelopmentSignIn(secrets.token_bytes(32), groups={"carol": ["finance"]})
         app = pages_app(service, sign_in, base_url=base, prefix=PREFIX, clock=clock, hosts=[PUBLIC])

@@ -13,20 +13,21 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, cast
 
+from askback.approvals.policy import Refusal
+from askback.approvals.policy import refusal as policy_refusal
 from askback.approvals.service import ApprovalRecord, Approver, Decided, Vote
 from askback.core.terminal_text import for_terminal, shorten
 
 __all__ = [
     "Outcome",
-    "PageRefusal",
     "ShownRecord",
     "ShownVote",
     "outcome_of",
-    "refused_outcome",
     "refusal",
     "refusal_text",
+    "refused_outcome",
     "shown_record",
     "shown_text",
 ]
@@ -37,14 +38,8 @@ _VALUE_SHOWN = 500
 _NAME_SHOWN = 120
 _LISTED = 40
 
-PageRefusal = Literal[
-    "not_allowed", "requester", "actor", "already_decided", "not_pending", "expired", "digest_changed"
-]
-"""Why a person may not decide a request (`askback.approvals.policy.Refusal`): outside its policy (the page answers
-as for an unknown id), its requester (unless the policy lets them), an actor of the requester's token, one who decided
-it already, or it is no longer open."""
-
-_REFUSALS: Mapping[PageRefusal, str] = {
+# The pages' own words for each refusal (`askback.approvals.policy.REFUSALS` are the service's).
+_REFUSALS: Mapping[Refusal, str] = {
     "not_allowed": "There is no request here that you may decide.",
     "requester": "You cannot approve your own request: someone else allowed to must decide it.",
     "actor": "You acted in the call that made this request, so you cannot decide it.",
@@ -58,35 +53,25 @@ _OUTCOMES = {
     "approved": "approved: the call goes on",
     "consumed": "approved, and the call went on",
     "denied": "denied: the call will not run",
-    "expired": "expired before enough people approved it: the call will not run",
+    "expired": "expired: not enough people approved it in time, and the call will not run",
     "withdrawn": "withdrawn by its requester: the call will not run",
     "pending": "still waiting for approval",
 }
 
 
-def refusal(record: ApprovalRecord, approver: Approver, now: float) -> PageRefusal | None:
-    """Why `approver` may not decide `record` at `now`; `None` when they may. The requester (or an actor of the
-    requester's token) is told so whether or not the policy names them, since it is their own request; anyone else
-    outside the policy is `not_allowed`, which the pages answer as an unknown id."""
-    approval = record.approval
-    who = approver.principal
-    in_policy = who in approval.principals or not approval.groups.isdisjoint(approver.groups)
-    if who == record.requester and not (approval.self_approval and in_policy):
+def refusal(record: ApprovalRecord, approver: Approver, now: float) -> Refusal | None:
+    """Why `approver` may not decide `record` at `now` (`askback.approvals.policy.refusal`), as a page tells it: the
+    requester, or an actor of the requester's token, is told that it is their own request whether or not the policy
+    names them; anyone else the policy does not name is `not_allowed`, which the pages answer as an unknown id."""
+    why = policy_refusal(record, approver, now)
+    if why == "not_allowed" and approver.principal == record.requester:
         return "requester"
-    if who in record.actors and who != record.requester:
+    if why == "not_allowed" and approver.principal in record.actors:
         return "actor"
-    if not in_policy:
-        return "not_allowed"
-    if any(vote.approver == who for vote in record.votes):
-        return "already_decided"
-    if record.status == "expired" or (record.status == "pending" and now >= record.expires_at):
-        return "expired"
-    if record.status != "pending":
-        return "not_pending"
-    return None
+    return why
 
 
-def refusal_text(why: PageRefusal, record: ApprovalRecord, now: float) -> str:
+def refusal_text(why: Refusal, record: ApprovalRecord, now: float) -> str:
     """What the page says for `why`."""
     return _REFUSALS[why].format(status=_status(record, now))
 
@@ -190,8 +175,8 @@ class Outcome:
     counted: bool
 
 
-def outcome_of(decided: Decided, approver: Approver, decision: str, digest: str, now: float) -> Outcome:
-    """What `decided` (the service's answer to `approver`'s `decision` on the request shown with `digest`) means."""
+def outcome_of(decided: Decided, decision: str, digest: str, now: float) -> Outcome:
+    """What `decided` (the service's answer to a `decision` on the request the page showed with `digest`) means."""
     record = decided.record
     if decided.counted:
         if decision == "deny":
@@ -203,23 +188,23 @@ def outcome_of(decided: Decided, approver: Approver, decision: str, digest: str,
         left = max(1, record.approval.required - sum(1 for v in record.votes if v.decision == "approve"))
         more = "1 more approval is" if left == 1 else f"{left} more approvals are"
         return Outcome("Approved", f"You approved the request: {more} needed before the call goes on.", True)
-    if record.digest != digest:
+    if decided.refusal == "digest_changed" or (decided.refusal is None and record.digest != digest):
         text = (
             "This request changed since the page you decided on was shown, so your decision was not recorded. "
             "Open it again to see what it asks now."
         )
         return Outcome("This request changed", text, False)
-    mine = any(vote.approver == approver.principal for vote in record.votes)
-    if mine:
-        return Outcome("Already decided", "You had decided this request already; nothing was changed.", False)
-    text = f"This request was already decided (it is {_status(record, now)}); your decision was not recorded."
-    return Outcome("Already decided", text, False)
+    why = decided.refusal if decided.refusal in _REFUSALS else "not_pending"
+    return refused_outcome(cast(Refusal, why), record, now)
 
 
-def refused_outcome(why: PageRefusal, record: ApprovalRecord, now: float) -> Outcome:
+def refused_outcome(why: Refusal, record: ApprovalRecord, now: float) -> Outcome:
     """What the page says when a decision sent was refused before it reached the service (a form opened earlier and
     sent after the request was decided, by its requester, or twice)."""
-    if why in ("not_pending", "expired"):
+    if why == "expired" or (why == "not_pending" and record.status == "expired"):
+        text = f"This request is no longer open: it is {_status(record, now)}. Your decision was not recorded."
+        return Outcome("No longer open", text, False)
+    if why == "not_pending":
         text = f"This request was already decided (it is {_status(record, now)}); your decision was not recorded."
         return Outcome("Already decided", text, False)
     if why == "already_decided":

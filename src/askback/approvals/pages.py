@@ -46,6 +46,7 @@ from askback.approvals._view import outcome_of, refusal, refusal_text, refused_o
 from askback.approvals.service import ApprovalService, Approver
 from askback.clock import Clock, SystemClock
 from askback.core.text import name_problem
+from askback.errors import InvalidParamsError
 from askback.web.asgi import AllowedHosts, FormGuard, FormRefusal, HostGuard
 from askback.web.pages import PageKit, PersonSignIn, SignIn, safe_next_path
 
@@ -221,8 +222,13 @@ class _Pages:
         if why is not None:
             page = {"outcome": refused_outcome(why, record, now), "id": approval_id, "base": self.base}
             return _KIT.page(request, "outcome.html", page, status=409)
-        decided = await self.service.decide(approver, approval_id, decision, reason, digest=digest)
-        outcome = outcome_of(decided, approver, decision, digest, self.clock.now())
+        try:
+            decided = await self.service.decide(approver, approval_id, decision, reason, digest=digest)
+        except InvalidParamsError as exc:  # what the service cannot store; its message names no stored value
+            return await self.request_page(request, approver, approval_id, problem=str(exc), status=400)
+        if decided.refusal == "not_allowed":
+            return _problem(request, 404)
+        outcome = outcome_of(decided, decision, digest, self.clock.now())
         page = {"outcome": outcome, "id": approval_id, "base": self.base}
         return _KIT.page(request, "outcome.html", page, status=200 if outcome.counted else 409)
 
