@@ -47,6 +47,7 @@ class Site:
     http: httpx.AsyncClient
     clock: FrozenClock
     app: Starlette  # the pages, mounted at PREFIX
+    store: Store
     token: str  # this browser's form token, sent as its cookie with every request
 
     async def request(
@@ -92,6 +93,6 @@ async def open_site(folder: Path, *, base: str = BASE) -> AsyncIterator[Site]:
         app = pages_app(service, sign_in, base_url=base, prefix=PREFIX, clock=clock, hosts=[PUBLIC])
         served = Starlette(routes=[Mount(PREFIX, app=app)])
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url=base) as http:
-            yield Site(service, sign_in, http, clock, served, secrets.token_urlsafe(32))
+            yield Site(service, sign_in, http, clock, served, store, secrets.token_urlsafe(32))
     finally:
         await store.close()

@@ -14,13 +14,17 @@ from pathlib import Path
 import httpx
 import pytest
 from _pages_site import ARGUMENTS, BASE, PAY, PREFIX, Site, open_site
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from askback.approvals.pages import PAGE_HEADERS, pages_app
+from askback.approvals.pages import CSRF_COOKIE, PAGE_HEADERS, pages_app
 from askback.approvals.service import Approver
 from askback.core.approving import Approval
+from askback.extension import ExtensionContext
+from askback.identity import PeopleSignIn
+from askback.settings import load_settings
 
 pytestmark = [pytest.mark.anyio]
 
@@ -284,3 +288,35 @@ async def test_outside_text_is_shown_escaped_bounded_and_with_odd_characters_mad
     assert "<script>" not in page.text and "&lt;script&gt;" in page.text
     assert "\u202e" not in page.text and "\\u202e" in page.text and "&lt;i&gt;120" in page.text
     assert "y" * 5000 not in page.text and "y" * 499 + "…" in page.text
+
+
+async def test_people_signed_in_with_openid_connect_decide_with_the_groups_their_session_keeps(site: Site) -> None:
+    record = await site.request("alice", PAY, ARGUMENTS)
+    issuer = "https://login.example.com"
+    sign_in = PeopleSignIn(
+        issuer=issuer,
+        client_id="askback",
+        client_secret=SecretStr("not used here"),
+        base_url=BASE,
+        session_secret=secrets.token_bytes(32),
+        clock=site.clock,
+    )
+    await sign_in.start(ExtensionContext(site.store, load_settings(), site.clock))
+    app = pages_app(site.service, sign_in, base_url=BASE, prefix=PREFIX, clock=site.clock)
+    hana = await sign_in.session_cookie("hana", frozenset({"finance"}))
+    ivan = await sign_in.session_cookie("ivan", frozenset({"sales"}))
+    served = httpx.ASGITransport(app=Starlette(routes=[Mount(PREFIX, app=app)]))
+    async with httpx.AsyncClient(transport=served, base_url=BASE) as http:
+        nobody = await http.get(f"{PREFIX}/requests/{record.id}")
+        http.cookies = httpx.Cookies({PeopleSignIn.COOKIE: ivan, CSRF_COOKIE: site.token})
+        outside = await http.get(f"{PREFIX}/requests/{record.id}")
+        http.cookies = httpx.Cookies({PeopleSignIn.COOKIE: hana, CSRF_COOKIE: site.token})
+        page = await http.get(f"{PREFIX}/requests/{record.id}")
+        form = {"csrf": token_of(page), "digest": digest_of(page), "decision": "approve", "reason": "ok"}
+        sent = await http.post(f"{PREFIX}/requests/{record.id}", data=form)
+    assert nobody.status_code == 303
+    assert nobody.headers["location"] == f"/auth/sign-in?next=%2Fapprovals%2Frequests%2F{record.id}"
+    assert outside.status_code == 404
+    assert sent.status_code == 200 and "1 more approval is needed" in main_text(sent)
+    now = await site.service.get(record.id)
+    assert now is not None and [(v.approver, v.method) for v in now.votes] == [("hana", f"oidc {issuer}")]
