@@ -10,10 +10,9 @@ The flow is the authorization code flow with PKCE (S256), a `state` and a `nonce
    cookie holds (a callback brought by another browser, or after ten minutes, is refused), the code is redeemed at
    the token endpoint (client_secret_basic, with the verifier), and the ID token verified (signature against the
    issuer's published keys, `iss`, `aud`, times, `nonce`);
-4. a session begins in the shared store (`_sessions`: the person, and the groups the ID token's
-   `ASKBACK_SIGNIN_GROUPS_CLAIM` lists (`_groups`: odd names and those past 64 dropped, their count logged), for
-   `ASKBACK_SESSION_TTL`, at most
-   `ASKBACK_SESSIONS_PER_PERSON` of them), the session cookie `askback_session` is set (its random id, signed;
+4. a session begins in the shared store (`_sessions`: the person and the groups the ID token's
+   `ASKBACK_SIGNIN_GROUPS_CLAIM` lists, odd names and those past 64 dropped (`_groups`), for `ASKBACK_SESSION_TTL`,
+   at most `ASKBACK_SESSIONS_PER_PERSON` of them), the session cookie `askback_session` is set (its random id, signed;
    HttpOnly, SameSite=Lax, Secure unless the site is plain http on loopback, Path=/) and the person sent (303) back
    to `next`, a path on this site only.
 
@@ -22,9 +21,10 @@ session in the store, for every copy of the cookie on every instance, and clears
 is set. Nothing the issuer sends (a code, a token) is ever written in a page or a message.
 
 `PeopleSignIn` is an `askback.web.pages.SignIn` (who is signed in, where to sign in) for the account pages and the web
-inbox, a `PersonSignIn` (who, with their groups, signed in by `oidc <issuer>`) for the approvals' pages, and an `askback.extension.Extension` that keeps its sessions in the app's store (its own migrations) and serves
-these routes `Open()` under `prefix`. Its settings are one `SignInSettings` (`_signin_settings`), whoever reads them;
-the issuer's metadata, keys and token endpoint are reached through `SignInIssuer` (`_signin_issuer`).
+inbox, a `PersonSignIn` (who, with their groups, signed in by `oidc <issuer>`) for the approvals' pages, and an
+`askback.extension.Extension` that keeps its sessions in the app's store (its own migrations) and serves these routes
+`Open()` under `prefix`. Its settings are one `SignInSettings` (`_signin_settings`), whoever reads them; the issuer's
+metadata, keys and token endpoint are reached through `SignInIssuer` (`_signin_issuer`).
 """
 
 from __future__ import annotations
@@ -85,11 +85,10 @@ class PeopleSignIn:
     `base_url` is where people reach the site (https, or http on loopback for development): the redirect URI
     registered at the issuer is `{base_url}{prefix}/callback`. `session_secret` (at least 32 bytes, the same on
     every instance) signs the cookies; `principal_claim` of the ID token names the person and `groups_claim` lists
-    their groups (kept with the session, `person`); a session lasts
-    `session_ttl` seconds and one person holds at most `sessions_per_person` (both from the settings it is started
-    with when `None`: `ASKBACK_SESSION_TTL`, `ASKBACK_SESSIONS_PER_PERSON`). `http` is the client for the issuer
-    (one of its own when `None`, closed by `close`). Sessions live in the store it is started with (`start`), so it
-    serves nobody before it starts.
+    their groups (kept with the session: `person`); a session lasts `session_ttl` seconds and one person holds at
+    most `sessions_per_person` (both from the settings it is started with when `None`: `ASKBACK_SESSION_TTL`,
+    `ASKBACK_SESSIONS_PER_PERSON`). `http` is the client for the issuer (one of its own when `None`, closed by
+    `close`). Sessions live in the store it is started with (`start`), so it serves nobody before it starts.
 
     The person is a principal as `askback.core.caller.principal_of` spells it, the deployment's home issuer being
     `tokens_issuer` (the issuer of `/mcp`'s tokens, `ASKBACK_AUTH_ISSUER`) when one is given, else `issuer`: people
