@@ -31,6 +31,7 @@ from askback.errors import ConfigurationError, DefinitionError
 
 if TYPE_CHECKING:
     from askback.clock import Clock
+    from askback.core.approving import ApprovalsPort
     from askback.core.caller import Caller
     from askback.core.flow import AccountsPort
     from askback.db.migrate import Component
@@ -129,6 +130,7 @@ class Ports:
 
     accounts: Callable[[str | None], AccountsPort] | None = None
     bearer: BearerCheck | None = None
+    approvals: Callable[[Caller | None], ApprovalsPort] | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any, cast, get_args
 from sqlalchemy import Table, bindparam, func, insert, select, update
 
 from askback.approvals._models import RequestRow, VoteRow
+from askback.approvals.policy import TRANSITIONS
 from askback.approvals.records import ApprovalRecord, Vote
 from askback.core.approving import Approval, ApprovalStatus
 from askback.errors import AskbackError
@@ -167,7 +168,10 @@ def set_status(
     consumed_by: str | None = None,
 ) -> None:
     """Move `record` from the status it was read in to `after`; `decided_at` is when it left `pending`. Under the
-    request's lock nobody else can have changed it; a changed row is a bug, and rolls the transaction back."""
+    request's lock nobody else can have changed it; a changed row, or a change `policy.TRANSITIONS` does not list,
+    is a bug, and rolls the transaction back."""
+    if after not in TRANSITIONS[record.status]:
+        raise AskbackError(f"approval request {record.id} cannot go from {record.status} to {after}")
     decided_at = at if record.status == "pending" else record.decided_at
     params = {
         "b_id": record.id,

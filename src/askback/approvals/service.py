@@ -231,9 +231,10 @@ class ApprovalService:
         record = await self.get(approval_id)
         return record if record is not None and record.requester == requester else None
 
-    async def get(self, approval_id: str) -> ApprovalRecord | None:
-        """Any request, expired on read when its time has passed (operators and approvers' pages)."""
-        found = await self._read(rows.BY_ID, {"id": approval_id})
+    async def get(self, approval_id: str, *, expire: bool = True) -> ApprovalRecord | None:
+        """Any request, expired on read when its time has passed (operators and approvers' pages). `expire=False`
+        reads it as stored, writing nothing (a pending request may then be past its time: `askback approvals`)."""
+        found = await self._read(rows.BY_ID, {"id": approval_id}, expire=expire)
         return found[0] if found else None
 
     async def decidable_by(self, approver: Approver) -> list[ApprovalRecord]:
@@ -287,12 +288,16 @@ class ApprovalService:
 
         return await self._change(write, doing="decide an approval request")
 
-    async def listing(self, *, status: ApprovalStatus | None = None, limit: int = 100) -> list[ApprovalRecord]:
-        """Requests for operators (`askback approvals list`), newest first."""
+    async def listing(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100, expire: bool = True
+    ) -> list[ApprovalRecord]:
+        """Requests for operators (`askback approvals list`), newest first, at most `limit` (1 to 1000) of them;
+        `expire=False` reads them as stored, writing nothing."""
         if status is not None and status not in rows.BY_STATUS:
             raise InvalidParamsError(f"an approval request's status is one of {', '.join(rows.BY_STATUS)}")
         statement = rows.NEWEST if status is None else rows.BY_STATUS[status]
-        return await self._read(statement, {"limit": max(1, min(limit, 1000))})
+        found = await self._read(statement, {"limit": max(1, min(limit, 1000))}, expire=expire)
+        return [record for record in found if status is None or record.status == status]
 
     # -- internals --
 
@@ -364,8 +369,9 @@ class ApprovalService:
         changes.event(CONSUMED, record)
         return record
 
-    async def _read(self, statement: Any, params: Mapping[str, Any]) -> list[ApprovalRecord]:
-        """The records `statement` selects; those pending past their time are expired first, each under its lock."""
+    async def _read(self, statement: Any, params: Mapping[str, Any], *, expire: bool = True) -> list[ApprovalRecord]:
+        """The records `statement` selects; those pending past their time are expired (unless `expire` is False),
+        each under its lock."""
         now = self.clock.now()
 
         def read(conn: Any) -> list[ApprovalRecord]:
@@ -373,10 +379,10 @@ class ApprovalService:
 
         found = await self.database.transaction(read, doing="read approval requests")
         due = {r.id for r in found if r.status == "pending" and now >= r.expires_at}
-        if not due:
+        if not due or not expire:
             return found
 
-        def expire(conn: Any, changes: _Changes) -> dict[str, ApprovalRecord]:
+        def expiring(conn: Any, changes: _Changes) -> dict[str, ApprovalRecord]:
             fresh: dict[str, ApprovalRecord] = {}
             for approval_id in sorted(due):
                 row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
@@ -384,7 +390,7 @@ class ApprovalService:
                     fresh[approval_id] = self._fresh(conn, row, changes)
             return fresh
 
-        fresh = await self._change(expire, doing="expire approval requests")
+        fresh = await self._change(expiring, doing="expire approval requests")
         return [fresh.get(r.id, r) for r in found]
 
     async def _change(self, fn: Callable[[Any, _Changes], _T], *, doing: str) -> _T:
