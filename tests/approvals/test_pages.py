@@ -246,14 +246,16 @@ async def test_odd_characters_and_a_large_body_are_refused_and_nothing_is_decide
     assert now is not None and now.votes == ()
 
 
-async def test_a_plain_sign_in_takes_the_approvers_groups_from_the_directory(site: Site) -> None:
+async def test_a_plain_sign_in_takes_the_approvers_groups_from_the_directory_of_groups_and_their_members(
+    site: Site,
+) -> None:
     record = await site.request("alice", PAY, ARGUMENTS)
 
     async def header_sign_in(request: Request) -> str | None:
         return request.headers.get("x-user")
 
     app = pages_app(
-        site.service, header_sign_in, base_url=BASE, prefix=PREFIX, directory={"frank": ["finance"]}, clock=site.clock
+        site.service, header_sign_in, base_url=BASE, prefix=PREFIX, directory={"finance": ["frank"]}, clock=site.clock
     )
     served = httpx.ASGITransport(app=Starlette(routes=[Mount(PREFIX, app=app)]))
     async with httpx.AsyncClient(transport=served, base_url=BASE) as http:
@@ -320,3 +322,17 @@ async def test_people_signed_in_with_openid_connect_decide_with_the_groups_their
     assert sent.status_code == 200 and "1 more approval is needed" in main_text(sent)
     now = await site.service.get(record.id)
     assert now is not None and [(v.approver, v.method) for v in now.votes] == [("hana", f"oidc {issuer}")]
+
+
+async def test_the_directory_adds_its_groups_to_those_the_sign_in_gives(site: Site) -> None:
+    record = await site.request("alice", PAY, ARGUMENTS)
+    app = pages_app(
+        site.service, site.sign_in, base_url=BASE, prefix=PREFIX, directory={"finance": ["erin"]}, clock=site.clock
+    )
+    served = httpx.ASGITransport(app=Starlette(routes=[Mount(PREFIX, app=app)]))
+    async with httpx.AsyncClient(transport=served, base_url=BASE) as http:
+        seen = {}
+        for user in ("erin", "carol", "zed"):  # erin by the directory, carol by the sign-in's own groups
+            http.cookies = httpx.Cookies(site.cookies(user))
+            seen[user] = (await http.get(f"{PREFIX}/requests/{record.id}")).status_code
+    assert seen == {"erin": 200, "carol": 200, "zed": 404}

@@ -18,8 +18,9 @@ service and renders the outcome.
 
 Who the approver is: a `PersonSignIn` (`askback.identity.PeopleSignIn`: the groups of the ID token's groups claim,
 method `oidc <issuer>`; the development sign-in: method `development`) says it with their groups; a plain `SignIn` or
-principal callable gives the principal, whose groups are `directory[principal]` (method `sign-in`). Nobody signed in
-is sent (303) to the sign-in page, to come back to the page they opened.
+principal callable gives the principal (method `sign-in`). To the groups the sign-in gives, `directory` (a group's
+name to its members' principals, as `ApprovalsSetup` takes it) adds each group that lists the principal. Nobody
+signed in is sent (303) to the sign-in page, to come back to the page they opened.
 
 The pages are the page kit's (`askback.web.pages`): plain server-rendered HTML from `templates/`, no script, every
 value escaped, and outside text bounded with odd characters made visible (`_view`). Every response, errors and
@@ -50,7 +51,15 @@ from askback.errors import InvalidParamsError
 from askback.web.asgi import AllowedHosts, FormGuard, FormRefusal, HostGuard
 from askback.web.pages import PageKit, PersonSignIn, SignIn, safe_next_path
 
-__all__ = ["CSRF_COOKIE", "MAX_FORM_BYTES", "MAX_REASON", "PAGE_HEADERS", "AnyoneSignIn", "pages_app"]
+__all__ = [
+    "CSRF_COOKIE",
+    "MAX_FORM_BYTES",
+    "MAX_REASON",
+    "PAGE_HEADERS",
+    "AnyoneSignIn",
+    "groups_by_member",
+    "pages_app",
+]
 
 # A decision form is a reason of at most 500 characters, a digest and a token: a few kilobytes at most.
 MAX_FORM_BYTES = 16 * 1024
@@ -117,7 +126,7 @@ class _Pages:
         sign_in: Callable[[Request], Awaitable[str | None]],
         *,
         base: str,
-        directory: Mapping[str, frozenset[str]],
+        directory: Mapping[str, frozenset[str]],  # principal -> the groups that list them
         guard: FormGuard,
         clock: Clock,
     ) -> None:
@@ -133,11 +142,15 @@ class _Pages:
     async def approver(self, request: Request) -> Approver | None:
         if isinstance(self.sign_in, PersonSignIn):
             person = await self.sign_in.person(request)
-            return None if person is None else Approver(person.principal, person.groups, person.method)
-        principal = await self.sign_in(request)
-        if principal is None:
-            return None
-        return Approver(principal, self.directory.get(principal, frozenset()), "sign-in")
+            if person is None:
+                return None
+            principal, groups, method = person.principal, person.groups, person.method
+        else:
+            found = await self.sign_in(request)
+            if found is None:
+                return None
+            principal, groups, method = found, frozenset[str](), "sign-in"
+        return Approver(principal, groups | self.directory.get(principal, frozenset()), method)
 
     def nobody(self, request: Request, back: str | None = None) -> Response:
         """Nobody is signed in: to the sign-in page, coming back to `back` (this page when `None`)."""
@@ -293,6 +306,15 @@ def _development_routes(development: AnyoneSignIn, guard: FormGuard, base: str) 
     return [Route(development.PATH, sign_in, methods=["GET", "POST"])]
 
 
+def groups_by_member(directory: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    """Each principal a `directory` (group -> members) lists, with the groups that list them."""
+    found: dict[str, set[str]] = {}
+    for group, members in directory.items():
+        for member in members:
+            found.setdefault(member, set()).add(group)
+    return {member: frozenset(groups) for member, groups in found.items()}
+
+
 def pages_app(
     service: ApprovalService,
     sign_in: Callable[[Request], Awaitable[str | None]],
@@ -305,8 +327,8 @@ def pages_app(
 ) -> Starlette:
     """The approvals' pages over `service`, to mount at `prefix` with an `Open()` policy (see the module's docstring).
 
-    `sign_in` says who opens a page (a `PersonSignIn` with their groups; else a principal, whose groups are
-    `directory[principal]`); `base_url` is where people reach the site (its origin is the one forms may come from,
+    `sign_in` says who opens a page (a `PersonSignIn` with their groups; else a principal); `directory` maps a group's
+    name to its members' principals, and adds to a person's groups each one that lists them; `base_url` is where people reach the site (its origin is the one forms may come from,
     its host one of those answered, with the loopback names and `hosts`); `clock` says what time it is for the pages'
     own checks (the service keeps its own)."""
     prefix = "/" + prefix.strip("/")
@@ -315,7 +337,7 @@ def pages_app(
         development.check_site(base_url)
     over_https = urlsplit(base_url).scheme == "https"
     guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[base_url], secure=over_https)
-    people = {principal: frozenset(groups) for principal, groups in (directory or {}).items()}
+    people = groups_by_member(directory or {})
     pages = _Pages(service, sign_in, base=prefix, directory=people, guard=guard, clock=clock or SystemClock())
     routes = [
         Route("/", pages.listing, methods=["GET"]),
