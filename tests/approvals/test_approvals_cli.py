@@ -125,3 +125,13 @@ async def test_reading_from_the_command_line_writes_nothing(tmp_path: Path) -> N
         assert [e.type for e in await store.events.events_after(0)].count("approval.expired") == 0
     finally:
         await store.close()
+
+
+async def test_the_audit_trail_with_approval_rows_verifies_and_lists_them_by_kind(tmp_path: Path) -> None:
+    env, _ = await seeded(tmp_path)
+
+    verified = run_askback("audit", "verify", env=env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    approved = run_askback("audit", "--event", "approval.approved", "--json", env=env)
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.count("approval.approved") == 2 and SECRET not in approved.stdout

@@ -390,3 +390,38 @@ async def test_every_change_is_an_audit_row_on_the_chain_and_the_chain_verifies(
     }
     verdict = await store.audit_log.verify()
     assert verdict.ok
+
+
+async def test_concurrent_requests_for_one_call_on_two_instances_make_one_request(
+    store: Store, any_database: str, clock: FrozenClock
+) -> None:
+    other = await Store.open(any_database, migrate=False, components=all_components())
+    try:
+        services = [service_on(store, clock), service_on(other, clock)]
+        made: list[str] = []
+
+        async def request(service: ApprovalService, flow: str) -> None:
+            made.append((await service.request("alice", [], ask(flow=flow))).id)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for n in range(4):
+                    group.start_soon(request, services[n % 2], f"flow-{n}")
+    finally:
+        await other.close()
+
+    assert len(set(made)) == 1
+    assert await event_types(store) == ["approval.requested"]
+    record = await services[0].get(made[0])
+    assert record is not None and sorted(record.flows) == ["flow-0", "flow-1", "flow-2", "flow-3"]
+
+
+async def test_an_unauthenticated_callers_requests_are_reused_and_capped_together(service: ApprovalService) -> None:
+    first = await service.request(None, [], ask(requester=None))
+    assert (await service.request(None, [], ask(requester=None, flow="flow-2"))).id == first.id
+    for n in range(2):
+        await service.request(None, [], ask(requester=None, arguments={"n": n}))
+    with pytest.raises(LimitReachedError):
+        await service.request(None, [], ask(requester=None, arguments={"n": 9}))
+    # Nobody's request is no one's to approve as its requester, and anyone named may.
+    assert (await service.decide(BOB, first.id, "approve", "", digest=first.digest)).counted
