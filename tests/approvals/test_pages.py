@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -19,9 +21,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
+from askback import Askback
+from askback.accounts.pages import DevelopmentSignIn
 from askback.approvals.pages import CSRF_COOKIE, PAGE_HEADERS, pages_app
 from askback.approvals.service import Approver
-from askback.core.approving import Approval
+from askback.approvals.setup import ApprovalsSetup
+from askback.core.approving import Approval, ApprovalAsk, approval_digest
+from askback.core.caller import Caller
 from askback.extension import ExtensionContext
 from askback.identity import PeopleSignIn
 from askback.settings import load_settings
@@ -336,3 +342,32 @@ async def test_the_directory_adds_its_groups_to_those_the_sign_in_gives(site: Si
             http.cookies = httpx.Cookies(site.cookies(user))
             seen[user] = (await http.get(f"{PREFIX}/requests/{record.id}")).status_code
     assert seen == {"erin": 200, "carol": 200, "zed": 404}
+
+
+async def test_the_pages_the_approvals_setup_mounts_serve_its_requests_with_its_directory(
+    make_settings: Callable[..., Any],
+) -> None:
+    sign_in = DevelopmentSignIn(secrets.token_bytes(32))
+    setup = ApprovalsSetup(sign_in=sign_in, base_url=BASE, directory={"finance": ["erin"]})
+    app = Askback("payments", settings=make_settings(), extensions=[setup])
+    [mounted] = setup.mounts
+    served = httpx.ASGITransport(app=Starlette(routes=[Mount(mounted.path, app=mounted.app)]))
+    digest = approval_digest(
+        tool="pay_invoice", arguments=ARGUMENTS, answers={}, requester="alice", policy=PAY.policy()
+    )
+    async with app.running(), httpx.AsyncClient(transport=served, base_url=BASE) as http:
+        assert setup.ports.approvals is not None
+        state = await setup.ports.approvals(Caller("alice")).request(
+            ApprovalAsk(PAY, "pay_invoice", ARGUMENTS, {}, digest, "flow-1")
+        )
+        token = secrets.token_urlsafe(32)
+        http.cookies = httpx.Cookies({DevelopmentSignIn.COOKIE: sign_in.cookie_value("erin"), CSRF_COOKIE: token})
+        listed = await http.get(f"{PREFIX}/")
+        sent = await http.post(
+            f"{PREFIX}/requests/{state.id}", data={"csrf": token, "digest": digest, "decision": "approve"}
+        )
+        http.cookies = httpx.Cookies({DevelopmentSignIn.COOKIE: sign_in.cookie_value("alice")})
+        status = await http.get(urlsplit(state.status_url).path)
+    assert f"/requests/{state.id}" in listed.text
+    assert sent.status_code == 200 and "1 more approval is needed" in main_text(sent)
+    assert status.status_code == 200 and "erin approved" in main_text(status)
