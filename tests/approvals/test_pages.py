@@ -371,3 +371,8 @@ async def test_the_pages_the_approvals_setup_mounts_serve_its_requests_with_its_
     assert f"/requests/{state.id}" in listed.text
     assert sent.status_code == 200 and "1 more approval is needed" in main_text(sent)
     assert status.status_code == 200 and "erin approved" in main_text(status)
+
+
+def test_the_development_sign_in_refuses_groups_given_as_one_string() -> None:
+    with pytest.raises(ValueError, match="collection of group names"):
+        DevelopmentSignIn(secrets.token_bytes(32), groups={"carol": "finance"})

@@ -129,6 +129,8 @@ class DevelopmentSignIn:
         if len(key) < 16:
             raise ValueError("DevelopmentSignIn needs a secret of at least 16 bytes (secrets.token_bytes(32)).")
         self._key = key
+        if any(isinstance(names, str) for names in (groups or {}).values()):
+            raise ValueError("DevelopmentSignIn's groups give each user a collection of group names, not one string.")
         self._groups = {user: frozenset(names) for user, names in (groups or {}).items()}
 
     def __repr__(self) -> str:
