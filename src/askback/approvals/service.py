@@ -162,7 +162,7 @@ class ApprovalService:
             hold_lock(conn, f"approvals of {requester!r}")
             found = conn.execute(rows.FOR_CALL, {"digest": ask.digest, "requester": requester}).all()
             records = [self._fresh(conn, row, changes) for row in found]
-            mine = next((r for r in records if flow in r.flows), None)
+            mine = next((r for r in records if flow == r.flow_id or flow in r.flows), None)
             if mine is not None:
                 if mine.status == "approved":
                     return self._consume(conn, mine, flow, changes)
@@ -358,6 +358,7 @@ class ApprovalService:
     def _attach(self, conn: Any, record: ApprovalRecord, flow: str) -> ApprovalRecord:
         if flow in record.flows:
             return record
+        # The flow that made it is `flow_id`; of the others, the newest are kept.
         flows = (*record.flows, flow)[-_MAX_FLOWS:]
         rows.set_flows(conn, record.id, flows)
         return replace(record, flows=flows)
