@@ -21,6 +21,7 @@
 | `ASKBACK_DEMO_AUTH` | accept `demo-<name>` bearer tokens as user `<name>` | `false` |
 | `ASKBACK_LINK_TTL` | connected accounts: seconds an authorization link stays usable until it is opened | `600` |
 | `ASKBACK_PENDING_ACCOUNTS_PER_PRINCIPAL` | connected accounts: accounts one principal may hold whose link is issued but never connected (PENDING); a link for one more is refused | `20` |
+| `ASKBACK_PENDING_APPROVALS_PER_PRINCIPAL` | approvals: approval requests one principal may hold that nobody has decided yet; a request for one more is refused | `20` |
 | `ASKBACK_PROVIDER_VISIT_TTL` | connected accounts: seconds a person has, once the link is opened, to sign in at the provider and come back | `1800` |
 | `ASKBACK_SESSION_TTL` | people's sign-in: seconds a session lasts from sign-in (60 to 2592000) | `28800` |
 | `ASKBACK_SESSIONS_PER_PERSON` | people's sign-in: sessions one person may hold at once; signing in past it ends their oldest (1 to 1000) | `10` |
@@ -84,6 +85,8 @@ class Settings(BaseSettings):
     refresh_leeway: float = Field(default=60.0, ge=0)
     # How many accounts one principal may hold whose link was issued and never connected (PENDING, any connection).
     pending_accounts_per_principal: int = Field(default=20, ge=1)
+    # Approvals: how many requests one principal may hold that nobody has decided yet (pending, any tool).
+    pending_approvals_per_principal: int = Field(default=20, ge=1)
     # People's sign-in on the hosted pages and the web inbox (`askback.identity.PeopleSignIn`): how long a session
     # lasts from sign-in, and how many one person may hold at once (signing in past it ends their oldest).
     session_ttl: float = Field(default=8 * 3600.0, ge=60, le=30 * 86400)

@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from askback.accounts.schema import MIGRATIONS as ACCOUNTS
+from askback.approvals.schema import MIGRATIONS as APPROVALS
 from askback.db import migrate
 from askback.errors import ConfigurationError
 from askback.identity.schema import MIGRATIONS as IDENTITY
@@ -91,7 +92,7 @@ async def test_each_component_is_judged_against_its_own_history(any_database: st
 
 
 def test_askback_db_upgrade_knows_every_component_askback_ships() -> None:
-    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME, WEBHOOKS, IDENTITY)
+    assert migrate.all_components() == (MIGRATIONS, ACCOUNTS, RUNTIME, WEBHOOKS, IDENTITY, APPROVALS)
     assert len({c.version_table for c in migrate.all_components()}) == len(migrate.all_components())
 
 

@@ -5,105 +5,243 @@ appends its audit rows (`approval.requested`, `.approved`, `.denied`, `.expired`
 tamper-evident chain and its event (`approval.requested`, `approval.decided`, `approval.withdrawn`,
 `approval.expired`, `approval.consumed`) to the shared event log, so that webhooks and agent runtimes see it
 whichever instance made it.
+
+Concurrency is decided by the database: a change runs in a transaction that takes SQLite's write lock at BEGIN, and
+on PostgreSQL reads the request `FOR UPDATE` (a new request holds its requester's lock, for the cap), so of two
+instances deciding one request at once the second reads the first's vote. Who may decide, and what the votes add up
+to, is `policy`'s, from the request as read under that lock. A pending request past its time is expired by the read
+that notices, with its audit row and event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+import json
+import re
+import secrets
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
-from askback.core.approving import Approval, ApprovalAsk, ApprovalState, ApprovalStatus
+from askback.approvals import repository as rows
+from askback.approvals.events import CONSUMED, DECIDED, EXPIRED, REQUESTED, WITHDRAWN, event_data
+from askback.approvals.policy import outcome, refusal
+from askback.approvals.records import ApprovalRecord, Approver, Decided, Decision, Vote
+from askback.audit import AuditEvent
+from askback.audit.emit import emit, instance_id
+from askback.clock import Clock
+from askback.core.approving import ApprovalAsk, ApprovalState, ApprovalStatus, approval_digest
+from askback.core.caller import MAX_PRINCIPAL
+from askback.core.text import name_problem
+from askback.errors import InvalidParamsError, LimitReachedError, ToolError
+from askback.store import AuditLog, Database, append_event, hold_lock
+from askback.store import audit_rows as audit_query
 
-__all__ = ["ApprovalRecord", "ApprovalService", "Approver", "Decided", "Vote"]
+__all__ = ["MAX_STORED_CALL", "MAX_SUMMARY", "ApprovalRecord", "ApprovalService", "Approver", "Decided", "Vote"]
 
-Decision = Literal["approve", "deny"]
+# What one request may store of the call (its arguments and answers, as JSON, in UTF-8 bytes), and the longest
+# summary and reason, in characters.
+MAX_STORED_CALL = 64 * 1024
+MAX_SUMMARY = 1000
+_MAX_REASON = 1000
+_MAX_ACTORS = 64
+# The flows one request remembers as waiting on it (the newest).
+_MAX_FLOWS = 32
+_T = TypeVar("_T")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+# What a multi-line text shown to people may not hold: controls (but the line feed and tab), format characters
+# (bidirectional overrides among them), separators, surrogates, private and unassigned code points.
+_NOT_IN_TEXT = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 
 
-@dataclass(frozen=True)
-class Approver:
-    """The person deciding, as their sign-in names them: `principal` (issuer included, as
-    `askback.core.caller.principal_of` spells it), the `groups` their sign-in's group claim lists (or the setup's
-    directory gives), and `method`, how they were authenticated (`oidc <issuer>`, `development`), for the record."""
-
-    principal: str
-    groups: frozenset[str] = field(default_factory=frozenset)
-    method: str = "unknown"
+def _text_problem(text: str, *, what: str, limit: int) -> str | None:
+    if len(text) > limit:
+        return f"{what} is longer than {limit} characters"
+    for char in text:
+        if char not in "\n\t" and unicodedata.category(char) in _NOT_IN_TEXT:
+            return f"{what} contains the character U+{ord(char):04X}, which text shown to people may not hold"
+    return None
 
 
-@dataclass(frozen=True)
-class Vote:
-    """One person's decision on a request."""
+@dataclass
+class _Changes:
+    """What one transaction wrote beside its rows: the audit events and the log's events, written at its end."""
 
-    approver: str
-    decision: Decision
-    reason: str
     at: float
-    method: str
+    audit: list[AuditEvent] = field(default_factory=list)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
+    def note(
+        self,
+        kind: str,
+        record: ApprovalRecord,
+        *,
+        principal: str | None,
+        approver: str | None = None,
+        method: str | None = None,
+        action: str | None = None,
+        reason: str | None = None,
+        flow_id: str | None = None,
+    ) -> None:
+        content = {
+            "approval": record.id,
+            "digest": record.digest,
+            "requester": record.requester,
+            "approver": approver,
+            "method": method,
+            "status": record.status,
+        }
+        self.audit.append(
+            AuditEvent(
+                event=kind,  # type: ignore[arg-type]  # one of EventKind's approval.* kinds
+                at=self.at,
+                tool=record.tool,
+                flow_id=flow_id or record.flow_id,
+                principal=principal,
+                keys=(record.approval.key,),
+                action=action,
+                content={k: v for k, v in content.items() if v is not None},
+                outcome=record.status,
+                detail=reason,
+                instance=instance_id(),
+            )
+        )
 
-@dataclass(frozen=True)
-class ApprovalRecord:
-    """An approval request as the store holds it. `arguments` are the call's arguments with the policy's hidden ones
-    replaced by `None` (their values are in the digest, never stored); `answers` the answers given before it was
-    asked (form contents, by question key)."""
-
-    id: str
-    approval: Approval
-    tool: str
-    arguments: Mapping[str, Any]
-    answers: Mapping[str, Any]
-    requester: str | None
-    actors: tuple[str, ...]
-    summary: str | None
-    digest: str
-    flow_id: str
-    status: ApprovalStatus
-    created_at: float
-    expires_at: float
-    decided_at: float | None
-    votes: tuple[Vote, ...]
-
-    def state(self, status_url: str) -> ApprovalState:
-        """What the port reports to the core."""
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class Decided:
-    """What a decision did: `record` as it now is; `counted` says whether this decision was taken (False: the
-    request was already decided, withdrawn or expired, or this person had decided already: `refusal` says which)."""
-
-    record: ApprovalRecord
-    counted: bool
-    refusal: str | None = None
+    def event(self, kind: str, record: ApprovalRecord) -> None:
+        self.events.append((kind, event_data(record)))
 
 
 class ApprovalService:
-    """Approval requests in the app's store (see the module's docstring)."""
+    """Approval requests in the app's store (see the module's docstring): `database` holds them, `audit_log` is the
+    store's audit trail (its chain), `status_url(id)` the requester's status page of a request, and a requester holds
+    at most `pending_per_requester` pending requests (`LimitReachedError` past it)."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        clock: Clock,
+        audit_log: AuditLog,
+        status_url: Callable[[str], str],
+        pending_per_requester: int,
+    ) -> None:
+        self.database = database
+        self.clock = clock
+        self.audit_log = audit_log
+        self.status_url = status_url
+        self.pending_per_requester = pending_per_requester
+
+    def state(self, record: ApprovalRecord) -> ApprovalState:
+        """What the port reports to the core of `record`, its status page included."""
+        return record.state(self.status_url(record.id))
+
+    # -- for the asking API --
 
     async def request(self, requester: str | None, actors: Sequence[str], ask: ApprovalAsk) -> ApprovalRecord:
         """The request for `ask.digest` made by `requester`: the pending one (reused), the approved one consumed by
         `ask.flow_id` (in this transaction, with its `approval.consumed` audit row and event; one consumed by this
         same flow is returned as it is), else a new pending one. `LimitReachedError` past the pending requests
-        allowed per requester. Expired on read when its time has passed."""
-        raise NotImplementedError
+        allowed per requester. Expired on read when its time has passed.
+
+        A flow that asks again finds the request it waited on whatever became of it (denied, expired, withdrawn),
+        so that it can complete with that; a flow that never waited on a decided request gets a new one."""
+        stored_actors = self._checked_ask(requester, actors, ask)
+        arguments = {k: (None if k in ask.approval.hidden else v) for k, v in ask.arguments.items()}
+        arguments_json = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+        answers_json = json.dumps(dict(ask.answers), sort_keys=True, ensure_ascii=False)
+        if len(arguments_json.encode()) + len(answers_json.encode()) > MAX_STORED_CALL:
+            raise ToolError(
+                f"This call is too large to be approved: its arguments and answers take more than {MAX_STORED_CALL} "
+                "bytes, the most an approval request stores. Make the call with smaller arguments."
+            )
+        flow = ask.flow_id
+
+        def write(conn: Any, changes: _Changes) -> ApprovalRecord:
+            # Under the requester's lock: two instances asking for the same call, or counting toward the cap, take
+            # turns, and the second finds what the first made.
+            hold_lock(conn, f"approvals of {requester!r}")
+            found = conn.execute(rows.FOR_CALL, {"digest": ask.digest, "requester": requester}).all()
+            records = [self._fresh(conn, row, changes) for row in found]
+            mine = next((r for r in records if flow == r.flow_id or flow in r.flows), None)
+            if mine is not None:
+                if mine.status == "approved":
+                    return self._consume(conn, mine, flow, changes)
+                if mine.status != "consumed" or mine.consumed_by_flow == flow:
+                    return mine
+            pending = next((r for r in records if r.status == "pending"), None)
+            if pending is not None:
+                return self._attach(conn, pending, flow)
+            approved = next((r for r in records if r.status == "approved"), None)
+            if approved is not None:
+                return self._consume(conn, self._attach(conn, approved, flow), flow, changes)
+            count = conn.execute(
+                rows.PENDING_OF_NOBODY if requester is None else rows.PENDING_OF, {"requester": requester}
+            ).scalar_one()
+            if count >= self.pending_per_requester:
+                raise _too_many_pending(self.pending_per_requester)
+            record = ApprovalRecord(
+                id="apr_" + secrets.token_urlsafe(16),
+                approval=ask.approval,
+                tool=ask.tool,
+                arguments=arguments,
+                answers=dict(ask.answers),
+                requester=requester,
+                actors=stored_actors,
+                summary=ask.summary,
+                digest=ask.digest,
+                flow_id=flow,
+                status="pending",
+                created_at=changes.at,
+                expires_at=changes.at + ask.approval.ttl,
+                decided_at=None,
+                votes=(),
+                flows=(flow,),
+            )
+            rows.create(conn, record, arguments_json=arguments_json, answers_json=answers_json)
+            changes.note("approval.requested", record, principal=requester)
+            changes.event(REQUESTED, record)
+            return record
+
+        return await self._change(write, doing="make an approval request")
 
     async def withdraw(self, requester: str | None, approval_id: str) -> ApprovalRecord | None:
-        """The requester withdraws a pending request; `None` for an id that is not theirs (as for an unknown one)."""
-        raise NotImplementedError
+        """The requester withdraws a pending request; `None` for an id that is not theirs (as for an unknown one). A
+        request that is no longer pending is returned as it is."""
+
+        def write(conn: Any, changes: _Changes) -> ApprovalRecord | None:
+            row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
+            if row is None or row.requester != requester:
+                return None
+            record = self._fresh(conn, row, changes)
+            if record.status != "pending":
+                return record
+            reason = "withdrawn by the requester"
+            rows.set_status(conn, record, "withdrawn", at=changes.at, reason=reason)
+            record = replace(record, status="withdrawn", decided_at=changes.at, reason=reason)
+            changes.note("approval.withdrawn", record, principal=requester, reason=reason)
+            changes.event(WITHDRAWN, record)
+            return record
+
+        return await self._change(write, doing="withdraw an approval request")
+
+    # -- for the hosted pages and operators --
 
     async def of_requester(self, requester: str | None, approval_id: str) -> ApprovalRecord | None:
         """The request as its requester may see it; `None` for another principal's id, as for an unknown one."""
-        raise NotImplementedError
+        record = await self.get(approval_id)
+        return record if record is not None and record.requester == requester else None
 
-    async def get(self, approval_id: str) -> ApprovalRecord | None:
-        """Any request, expired on read when its time has passed (operators and approvers' pages)."""
-        raise NotImplementedError
+    async def get(self, approval_id: str, *, expire: bool = True) -> ApprovalRecord | None:
+        """Any request, expired on read when its time has passed (operators and approvers' pages). `expire=False`
+        reads it as stored, writing nothing (a pending request may then be past its time: `askback approvals`)."""
+        found = await self._read(rows.BY_ID, {"id": approval_id}, expire=expire)
+        return found[0] if found else None
 
     async def decidable_by(self, approver: Approver) -> list[ApprovalRecord]:
-        """The open requests this person may decide, newest first."""
-        raise NotImplementedError
+        """The open requests this person may decide, newest first (of the newest `repository.PENDING_SCAN`)."""
+        found = await self._read(rows.PENDING, {})
+        now = self.clock.now()
+        return [record for record in found if refusal(record, approver, now) is None]
 
     async def decide(
         self, approver: Approver, approval_id: str, decision: Decision, reason: str, *, digest: str
@@ -111,9 +249,184 @@ class ApprovalService:
         """Record `approver`'s decision on the request whose digest the page showed (`digest`), after checking, in
         the transaction that records it: in the policy, not the requester nor an actor of the requester's token,
         not already decided by this person, still pending and unexpired, digest unchanged. The decision that
-        completes the quorum (or the first denial) decides the request, on every instance."""
-        raise NotImplementedError
+        completes the quorum (or the first denial) decides the request, on every instance. `InvalidParamsError` for
+        an unknown id, a decision that is neither `approve` nor `deny`, or a reason or approver that cannot be
+        stored."""
+        self._checked_decision(approver, decision, reason)
 
-    async def listing(self, *, status: ApprovalStatus | None = None, limit: int = 100) -> list[ApprovalRecord]:
-        """Requests for operators (`askback approvals list`), newest first."""
-        raise NotImplementedError
+        def write(conn: Any, changes: _Changes) -> Decided:
+            row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
+            if row is None:
+                raise _unknown(approval_id)
+            record = self._fresh(conn, row, changes)
+            why = refusal(record, approver, changes.at)
+            if why is None and record.digest != digest:
+                why = "digest_changed"
+            if why is not None:
+                return Decided(record, counted=False, refusal=why)
+            vote = Vote(approver.principal, decision, reason, changes.at, approver.method)
+            rows.add_vote(conn, record.id, vote)
+            record = replace(record, votes=(*record.votes, vote))
+            decided = outcome(record.approval, record.votes)
+            if decided is not None:
+                ended_why = reason if decided == "denied" and reason else None
+                rows.set_status(conn, record, decided, at=changes.at, reason=ended_why)
+                record = replace(record, status=decided, decided_at=changes.at, reason=ended_why)
+            kind = "approval.approved" if decision == "approve" else "approval.denied"
+            changes.note(
+                kind,
+                record,
+                principal=approver.principal,
+                approver=approver.principal,
+                method=approver.method,
+                action=decision,
+                reason=reason or None,
+            )
+            if decided is not None:
+                changes.event(DECIDED, record)
+            return Decided(record, counted=True)
+
+        return await self._change(write, doing="decide an approval request")
+
+    async def listing(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100, expire: bool = True
+    ) -> list[ApprovalRecord]:
+        """Requests for operators (`askback approvals list`), newest first, at most `limit` (1 to 1000) of them;
+        `expire=False` reads them as stored, writing nothing."""
+        if status is not None and status not in rows.BY_STATUS:
+            raise InvalidParamsError(f"an approval request's status is one of {', '.join(rows.BY_STATUS)}")
+        statement = rows.NEWEST if status is None else rows.BY_STATUS[status]
+        found = await self._read(statement, {"limit": max(1, min(limit, 1000))}, expire=expire)
+        return [record for record in found if status is None or record.status == status]
+
+    # -- internals --
+
+    def _checked_ask(self, requester: str | None, actors: Sequence[str], ask: ApprovalAsk) -> tuple[str, ...]:
+        """The actors to store, after refusing what a request cannot hold."""
+        if requester is not None and name_problem(requester, what="the requester", limit=MAX_PRINCIPAL):
+            raise InvalidParamsError("the requester's principal cannot be stored with an approval request")
+        named = tuple(dict.fromkeys((*actors, *ask.actors)))
+        if len(named) > _MAX_ACTORS or any(name_problem(a, what="an actor", limit=MAX_PRINCIPAL) for a in named):
+            raise InvalidParamsError("the token's actors cannot be stored with an approval request")
+        problem = name_problem(ask.tool, what="the tool's name", limit=255)
+        if problem is None and not 0 < len(ask.flow_id) <= 128:
+            problem = "the flow's id is empty or longer than 128 characters"
+        if problem is not None:
+            raise InvalidParamsError(f"an approval request cannot be made: {problem}")
+        if ask.summary is not None:
+            problem = _text_problem(ask.summary, what="the summary", limit=MAX_SUMMARY)
+            if problem is not None:
+                raise ToolError(f"This call cannot be put to its approvers: {problem}. Shorten or clean the summary.")
+        expected = approval_digest(
+            tool=ask.tool,
+            arguments=ask.arguments,
+            answers=ask.answers,
+            requester=requester,
+            policy=ask.approval.policy(),
+        )
+        if not _DIGEST.match(ask.digest) or ask.digest != expected:
+            raise InvalidParamsError(
+                "an approval request's digest is not the digest of its call (tool, arguments, answers, requester "
+                "and policy): nothing was asked"
+            )
+        return named
+
+    @staticmethod
+    def _checked_decision(approver: Approver, decision: str, reason: str) -> None:
+        problem = name_problem(approver.principal, what="the approver", limit=MAX_PRINCIPAL) or name_problem(
+            approver.method, what="the sign-in method", limit=255
+        )
+        if problem is None and decision not in ("approve", "deny"):
+            problem = f"a decision is 'approve' or 'deny', not {decision[:16]!r}"
+        if problem is None:
+            problem = _text_problem(reason, what="the reason", limit=_MAX_REASON)
+        if problem is not None:
+            raise InvalidParamsError(f"This decision cannot be recorded: {problem}.")
+
+    def _fresh(self, conn: Any, row: Any, changes: _Changes) -> ApprovalRecord:
+        """The record `row` holds, expired now (its audit row and event written) when it was pending past its
+        time. The caller holds the row's lock."""
+        record = rows.record_of(row, rows.votes_of(conn, row.id))
+        if record.status != "pending" or changes.at < record.expires_at:
+            return record
+        rows.set_status(conn, record, "expired", at=changes.at)
+        record = replace(record, status="expired", decided_at=changes.at)
+        changes.note("approval.expired", record, principal=record.requester)
+        changes.event(EXPIRED, record)
+        return record
+
+    def _attach(self, conn: Any, record: ApprovalRecord, flow: str) -> ApprovalRecord:
+        if flow in record.flows:
+            return record
+        # The flow that made it is `flow_id`; of the others, the newest are kept.
+        flows = (*record.flows, flow)[-_MAX_FLOWS:]
+        rows.set_flows(conn, record.id, flows)
+        return replace(record, flows=flows)
+
+    def _consume(self, conn: Any, record: ApprovalRecord, flow: str, changes: _Changes) -> ApprovalRecord:
+        rows.set_status(conn, record, "consumed", at=changes.at, consumed_by=flow)
+        record = replace(record, status="consumed", consumed_by_flow=flow)
+        changes.note("approval.consumed", record, principal=record.requester, flow_id=flow)
+        changes.event(CONSUMED, record)
+        return record
+
+    async def _read(self, statement: Any, params: Mapping[str, Any], *, expire: bool = True) -> list[ApprovalRecord]:
+        """The records `statement` selects; those pending past their time are expired (unless `expire` is False),
+        each under its lock."""
+        now = self.clock.now()
+
+        def read(conn: Any) -> list[ApprovalRecord]:
+            return [rows.record_of(row, rows.votes_of(conn, row.id)) for row in conn.execute(statement, params).all()]
+
+        found = await self.database.transaction(read, doing="read approval requests")
+        due = {r.id for r in found if r.status == "pending" and now >= r.expires_at}
+        if not due or not expire:
+            return found
+
+        def expiring(conn: Any, changes: _Changes) -> dict[str, ApprovalRecord]:
+            fresh: dict[str, ApprovalRecord] = {}
+            for approval_id in sorted(due):
+                row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
+                if row is not None:
+                    fresh[approval_id] = self._fresh(conn, row, changes)
+            return fresh
+
+        fresh = await self._change(expiring, doing="expire approval requests")
+        return [fresh.get(r.id, r) for r in found]
+
+    async def _change(self, fn: Callable[[Any, _Changes], _T], *, doing: str) -> _T:
+        """Run `fn` in one transaction that holds the write lock from BEGIN, then write what it noted: its audit
+        rows onto the chain and, last (the event log commits in id order), its events."""
+        chain = self.audit_log.chain
+        at = self.clock.now()
+
+        def run(conn: Any) -> tuple[_T, _Changes, tuple[int, str] | None]:
+            changes = _Changes(at)
+            result = fn(conn, changes)
+            head = None
+            if changes.audit:
+                head = self.audit_log.append_rows(conn, audit_query.to_rows(changes.audit), chain)
+            for kind, data in changes.events:
+                append_event(conn, type=kind, at=at, data=data)
+            return result, changes, head
+
+        result, changes, head = await self.database.transaction(run, doing=doing, immediate=True)
+        if head is not None:
+            self.audit_log.appended(chain, [head])
+        for event in changes.audit:
+            emit(event)
+        return result
+
+
+def _unknown(approval_id: str) -> InvalidParamsError:
+    return InvalidParamsError(f"there is no approval request {approval_id[:64]!r}")
+
+
+def _too_many_pending(most: int) -> LimitReachedError:
+    return LimitReachedError(
+        f"Too many approval requests waiting: you already hold {most} that nobody has decided yet, the most one "
+        "person may hold. Wait for them to be decided, or withdraw the ones you no longer need (decline or cancel "
+        "the call that asked), then try again.",
+        limit=most,
+        tool_error=True,
+    )

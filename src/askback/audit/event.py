@@ -7,7 +7,19 @@ from typing import Any, Literal
 
 __all__ = ["AuditEvent", "AuditFilter", "EventKind"]
 
-EventKind = Literal["asked", "answered", "completed", "replayed", "rejected"]
+EventKind = Literal[
+    "asked",
+    "answered",
+    "completed",
+    "replayed",
+    "rejected",
+    "approval.requested",
+    "approval.approved",
+    "approval.denied",
+    "approval.expired",
+    "approval.withdrawn",
+    "approval.consumed",
+]
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from askback.audit.event import EventKind
 from askback.cli.output import UsageError, reports_errors
 from askback.core.terminal_text import for_terminal
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-_EVENTS = ("asked", "answered", "completed", "replayed", "rejected")
+_EVENTS: tuple[str, ...] = get_args(EventKind)
 
 # `askback audit` lists events; `askback audit verify` checks the chains. The listing is the group's own callback,
 # so that `askback audit --tool x` keeps working.

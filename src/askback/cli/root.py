@@ -13,7 +13,7 @@ from importlib import metadata
 
 import typer
 
-from askback.cli import accounts, audit, check, db, demo, inbox, keys, lint, serve, tasks, vault, webhooks
+from askback.cli import accounts, approvals, audit, check, db, demo, inbox, keys, lint, serve, tasks, vault, webhooks
 
 __all__ = ["app", "main"]
 
@@ -64,6 +64,7 @@ accounts.register(app)
 inbox.register(app)
 webhooks.register(app)
 tasks.register(app)
+approvals.register(app)
 
 
 def main() -> None:

@@ -48,6 +48,7 @@ _PRODUCTS = (
     "askback.runtime.parked_calls",
     "askback.webhooks.schema",
     "askback.identity.schema",
+    "askback.approvals.schema",
 )
 
 SchemaStatus = Literal["current", "missing", "behind", "ahead"]

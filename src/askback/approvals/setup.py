@@ -1,0 +1,176 @@
+"""Approvals as an extension of an `Askback` server (`askback.extension`).
+
+```python
+from askback.approvals.setup import ApprovalsSetup
+
+approvals = ApprovalsSetup(
+    sign_in=people_sign_in,                # who opens an approver's page: the deployment's own sign-in
+    base_url="https://tools.example.com",  # where people reach the pages
+    directory={"ops": ["bob", "carol"]},   # groups the sign-in does not carry, when there are any
+)
+app = Askback("deploys", settings=settings, extensions=[approvals])
+```
+
+The server kit knows nothing of approvals: the extension says, as data, that the app's store needs the approvals'
+schema history, that `flow.approve` reaches them through its port (`Ports.approvals`, one per caller: the requester
+is the caller's principal, and the actors of its token are never its approvers), and that the pages (an ASGI app
+that checks who opens it itself, so it is mounted `Open()`) are served under `prefix`. A request's status page is
+`{base_url}{prefix}/requests/{id}/status`. The pages are built on their first request, once the store is open, and
+only when this installation has them (`askback.approvals.pages`): without them the service and the port still work.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from starlette.types import Receive, Scope, Send
+
+from askback.approvals.events import ApprovalEvent, ApprovalEvents
+from askback.approvals.schema import MIGRATIONS
+from askback.approvals.service import ApprovalService
+from askback.core.approving import ApprovalAsk, ApprovalState
+from askback.errors import ConfigurationError, InvalidParamsError
+from askback.extension import ExtensionContext, Mounted, Open, Ports
+
+if TYPE_CHECKING:
+    from askback.core.caller import Caller
+
+__all__ = ["ApprovalsSetup"]
+
+_PAGES = "askback.approvals.pages"
+
+
+class ApprovalsSetup:
+    """Approvals for one app: an extension (`Askback(..., extensions=[ApprovalsSetup(...)])`) whose start builds the
+    approvals service on the app's store, with the app's clock and its setting `pending_approvals_per_principal`.
+
+    `sign_in` tells who opens a page (the pages' own contract); a sign-in that names the sites it may serve
+    (`check_site(base_url)`, as the development sign-in does, which refuses anything off loopback) is asked at once.
+    `directory` gives groups their members (`{"ops": ["bob", "carol"]}`) where the sign-in carries no group claim."""
+
+    name = "approvals"
+    migrations = (MIGRATIONS,)
+
+    def __init__(
+        self,
+        *,
+        sign_in: Any,
+        base_url: str,
+        prefix: str = "/approvals",
+        directory: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        check_site = getattr(sign_in, "check_site", None)
+        if callable(check_site):
+            check_site(base_url)
+        self.sign_in = sign_in
+        self.base_url = base_url.rstrip("/")
+        self.prefix = "/" + prefix.strip("/")
+        self.directory = _frozen(directory)
+        self.ports = Ports(approvals=lambda caller: _CallerApprovals(self, caller))
+        self.mounts: tuple[Mounted, ...] = ()
+        if importlib.util.find_spec(_PAGES) is not None:
+            self.mounts = (Mounted(self.prefix, _LazyPages(self), auth=Open(), public_url=base_url),)
+        self._service: ApprovalService | None = None
+        self._events: ApprovalEvents | None = None
+
+    def status_url(self, approval_id: str) -> str:
+        """The requester's status page of a request."""
+        return f"{self.base_url}{self.prefix}/requests/{approval_id}/status"
+
+    async def start(self, context: ExtensionContext) -> None:
+        self._service = ApprovalService(
+            context.store.database,
+            clock=context.clock,
+            audit_log=context.store.audit_log,
+            status_url=self.status_url,
+            pending_per_requester=context.settings.pending_approvals_per_principal,
+        )
+        self._events = ApprovalEvents(context.store.events)
+
+    async def close(self) -> None:
+        self._service = None
+        self._events = None
+
+    async def service(self) -> ApprovalService:
+        """The approvals service, once the app has started (its store opened)."""
+        if self._service is None:
+            raise ConfigurationError(
+                "Approvals are used before their app started: open it first (`async with app.running()`, or serve "
+                "it with `build_app` / `askback serve`, which open it before taking requests)."
+            )
+        return self._service
+
+    def events(
+        self, *, types: Sequence[str] = ("approval.*",), requester: str | None = None, since: int | None = None
+    ) -> AsyncIterator[ApprovalEvent]:
+        """The approval events as they happen on any instance, once the app has started
+        (`ApprovalEvents.events`)."""
+        if self._events is None:
+            raise ConfigurationError(
+                "Approval events are subscribed to before their app started: open it first (`async with "
+                "app.running()`, or serve it with `build_app` / `askback serve`), then call `events()`."
+            )
+        return self._events.events(types=types, requester=requester, since=since)
+
+
+def _frozen(directory: Mapping[str, Iterable[str]] | None) -> Mapping[str, frozenset[str]]:
+    if directory is None:
+        return {}
+    frozen: dict[str, frozenset[str]] = {}
+    for group, members in directory.items():
+        if not isinstance(group, str) or isinstance(members, str):
+            raise ConfigurationError(
+                f"the approvals' directory maps a group's name to a collection of principals, not {group!r} to "
+                f"{type(members).__name__}"
+            )
+        frozen[group] = frozenset(members)
+    return frozen
+
+
+class _CallerApprovals:
+    """`flow.approve`'s view of approvals for one caller: the requester is its principal (`None` unauthenticated),
+    and the actors its token names may not approve what it asks."""
+
+    def __init__(self, setup: ApprovalsSetup, caller: Caller | None) -> None:
+        self.setup = setup
+        self.requester = None if caller is None else caller.principal
+        self.actors: tuple[str, ...] = tuple(getattr(caller, "actors", ()) or ())
+
+    async def request(self, ask: ApprovalAsk) -> ApprovalState:
+        service = await self.setup.service()
+        return service.state(await service.request(self.requester, self.actors, ask))
+
+    async def withdraw(self, approval_id: str) -> ApprovalState:
+        service = await self.setup.service()
+        record = await service.withdraw(self.requester, approval_id)
+        if record is None:
+            raise InvalidParamsError(f"there is no approval request {approval_id[:64]!r} of this caller")
+        return service.state(record)
+
+
+class _LazyPages:
+    """The pages, built on their first request (once the store is open)."""
+
+    def __init__(self, setup: ApprovalsSetup) -> None:
+        self.setup = setup
+        self._app: Any = None
+        self._lock = anyio.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None:
+            async with self._lock:
+                if self._app is None:
+                    pages = importlib.import_module(_PAGES)
+                    setup = self.setup
+                    self._app = pages.pages_app(
+                        await setup.service(),
+                        setup.sign_in,
+                        base_url=setup.base_url,
+                        prefix=setup.prefix,
+                        directory=setup.directory,
+                    )
+        await self._app(scope, receive, send)
