@@ -35,6 +35,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
             {
                 "Accepted",
                 "Approval",
+                "ApprovalGate",
                 "Argument",
                 "ArgumentRequiredError",
                 "Askback",

@@ -14,7 +14,7 @@ from askback._face import resolve
 
 if TYPE_CHECKING:
     from askback.core.answers import Accepted, Cancelled, Declined, Outcome
-    from askback.core.approving import Approval
+    from askback.core.approving import Approval, ApprovalGate
     from askback.core.flow import Flow
     from askback.core.questions import Argument, Choice, Confirm, Default, Form, Link, Question
     from askback.errors import (
@@ -50,6 +50,7 @@ _WHERE = {
     "Declined": "askback.core.answers",
     "Outcome": "askback.core.answers",
     "Approval": "askback.core.approving",
+    "ApprovalGate": "askback.core.approving",
     "Flow": "askback.core.flow",
     "Argument": "askback.core.questions",
     "Choice": "askback.core.questions",
@@ -67,6 +68,7 @@ _WHERE = {
 __all__ = [
     "Accepted",
     "Approval",
+    "ApprovalGate",
     "Argument",
     "ArgumentRequiredError",
     "Askback",

@@ -31,7 +31,7 @@ from askback.errors import ConfigurationError, DefinitionError
 
 if TYPE_CHECKING:
     from askback.clock import Clock
-    from askback.core.approving import ApprovalsPort
+    from askback.core.approving import ApprovalGate, ApprovalsPort
     from askback.core.caller import Caller
     from askback.core.flow import AccountsPort
     from askback.db.migrate import Component
@@ -128,11 +128,13 @@ class Ports:
       `flow.connect` asks for;
     - `bearer`: the check of the bearer tokens sent to `/mcp` (`BearerCheck`);
     - `approvals`: the approval requests of one caller (given the `Caller`, `None` when unauthenticated), which
-      `flow.approve` asks for."""
+      `flow.approve` asks for;
+    - `approval_gates`: app-wide rules that gate tools behind an approval without code in their handlers."""
 
     accounts: Callable[[str | None], AccountsPort] | None = None
     bearer: BearerCheck | None = None
     approvals: Callable[[Caller | None], ApprovalsPort] | None = None
+    approval_gates: tuple[ApprovalGate, ...] | None = None
 
 
 @dataclass(frozen=True)

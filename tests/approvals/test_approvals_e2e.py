@@ -146,3 +146,31 @@ async def test_declining_the_link_withdraws_the_request_and_the_approvers_page_s
 async def decide_late(served: Served, user: str, status_url: str) -> str:
     opened = await page(served, user, status_url.removeprefix(served.base).removesuffix("/status"))
     return " ".join(re.sub(r"<[^>]+>", " ", opened.text).split())
+
+
+async def test_a_tool_annotated_destructive_waits_for_the_gates_approval_without_code_in_its_handler(
+    served: Served,
+) -> None:
+    warmed = await call_round(served.url, "warm_cache", {"region": "eu"}, token="demo-alice")
+    assert text(warmed.result) == "Warmed eu." and "warmed-eu" in effects(served)
+
+    first = await call_round(served.url, "purge_cache", {"region": "eu"}, token="demo-alice")
+    assert isinstance(first.result, InputRequiredResult), first
+    params = (first.result.input_requests or {})["askback.approval.destructive"].params  # type: ignore[union-attr]
+    assert "A destructive tool" in params.message  # type: ignore[union-attr]
+    assert "purged-eu" not in effects(served)
+    status_url = str(params.url)  # type: ignore[union-attr]
+    carol = await page(served, "carol", status_url.removeprefix(served.base).removesuffix("/status"))
+    assert carol.status_code == 404  # the gate names bob only
+    assert (await decide(served, "bob", status_url, "approve", "ok")).status_code == 200
+    responses = {"askback.approval.destructive": ElicitResult(action="accept")}
+    done = await call_round(
+        served.url,
+        "purge_cache",
+        {"region": "eu"},
+        token="demo-alice",
+        responses=responses,
+        request_state=state_of(first),
+    )
+    assert text(done.result) == "Purged eu."
+    assert effects(served).count("purged-eu") == 1

@@ -32,8 +32,8 @@ from starlette.types import Receive, Scope, Send
 from askback.approvals.events import ApprovalEvent, ApprovalEvents
 from askback.approvals.schema import MIGRATIONS
 from askback.approvals.service import ApprovalService
-from askback.core.approving import ApprovalAsk, ApprovalState
-from askback.errors import ConfigurationError, InvalidParamsError
+from askback.core.approving import ApprovalAsk, ApprovalGate, ApprovalState
+from askback.errors import ConfigurationError, DefinitionError, InvalidParamsError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 
 if TYPE_CHECKING:
@@ -50,7 +50,9 @@ class ApprovalsSetup:
 
     `sign_in` tells who opens a page (the pages' own contract); a sign-in that names the sites it may serve
     (`check_site(base_url)`, as the development sign-in does, which refuses anything off loopback) is asked at once.
-    `directory` gives groups their members (`{"ops": ["bob", "carol"]}`) where the sign-in carries no group claim."""
+    `directory` gives groups their members (`{"ops": ["bob", "carol"]}`) where the sign-in carries no group claim.
+    `gates` gate tools behind an approval without code in their handlers (`askback.ApprovalGate`: named tools, or
+    every tool annotated `destructiveHint: true`)."""
 
     name = "approvals"
     migrations = (MIGRATIONS,)
@@ -62,6 +64,7 @@ class ApprovalsSetup:
         base_url: str,
         prefix: str = "/approvals",
         directory: Mapping[str, Iterable[str]] | None = None,
+        gates: Iterable[ApprovalGate] = (),
     ) -> None:
         check_site = getattr(sign_in, "check_site", None)
         if callable(check_site):
@@ -70,7 +73,11 @@ class ApprovalsSetup:
         self.base_url = base_url.rstrip("/")
         self.prefix = "/" + prefix.strip("/")
         self.directory = _frozen(directory)
-        self.ports = Ports(approvals=lambda caller: _CallerApprovals(self, caller))
+        self.gates = tuple(gates)
+        for gate in self.gates:
+            if not isinstance(gate, ApprovalGate):
+                raise DefinitionError(f"ApprovalsSetup's gates are askback.ApprovalGate, not {type(gate).__name__}")
+        self.ports = Ports(approvals=lambda caller: _CallerApprovals(self, caller), approval_gates=self.gates or None)
         self.mounts: tuple[Mounted, ...] = ()
         if importlib.util.find_spec(_PAGES) is not None:
             self.mounts = (Mounted(self.prefix, _LazyPages(self), auth=Open(), public_url=base_url),)

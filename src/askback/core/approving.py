@@ -45,6 +45,7 @@ __all__ = [
     "MIN_APPROVAL_TTL",
     "Approval",
     "ApprovalAsk",
+    "ApprovalGate",
     "ApprovalPending",
     "ApprovalState",
     "ApprovalStatus",
@@ -53,6 +54,7 @@ __all__ = [
     "approval_digest",
     "approval_key",
     "approve",
+    "gate_for",
 ]
 
 # An approval request stays open between a minute and thirty days.
@@ -227,6 +229,40 @@ class ApprovalsPort(Protocol):
 _MAX_REASON = 300
 _MAX_SUMMARY = 500
 _FOLLOWING = "approval:"
+
+
+@dataclass(frozen=True)
+class ApprovalGate:
+    """An app-wide rule that gates tools behind `approval` without code in their handlers: the tools named in
+    `tools`, and with `destructive`, every tool whose annotations say `destructiveHint: true`. A gated tool's handler
+    runs only once its call is approved (`flow.approve(approval)` before the handler's first line, so the approval
+    covers the call's arguments; the handler's own questions come after it)."""
+
+    approval: Approval
+    tools: frozenset[str] = field(default_factory=frozenset)
+    destructive: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.approval, Approval):
+            raise DefinitionError(f"an approval gate takes an askback.Approval, not {type(self.approval).__name__}")
+        if isinstance(self.tools, str):
+            raise DefinitionError(
+                f"an approval gate's tools are a collection of names, not one string ({self.tools!r})"
+            )
+        object.__setattr__(self, "tools", frozenset(self.tools))
+        if not self.tools and not self.destructive:
+            raise DefinitionError(
+                f"the approval gate of {self.approval.key!r} gates nothing: name tools=... or set destructive=True"
+            )
+
+    def applies(self, tool: str, *, destructive: bool) -> bool:
+        return tool in self.tools or (self.destructive and destructive)
+
+
+def gate_for(gates: tuple[ApprovalGate, ...], tool: str, *, destructive: bool) -> Approval | None:
+    """The approval the first gate that applies to `tool` asks for (`destructive`: its annotations say
+    `destructiveHint: true`); `None` when no gate applies."""
+    return next((g.approval for g in gates if g.applies(tool, destructive=destructive)), None)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ class ToolRegistry:
         # The OAuth scopes of the tools that need some (`tool(scopes=...)`), checked before such a tool runs.
         self.tool_scopes: dict[str, tuple[str, ...]] = {}
         self.task_tools: dict[str, tuple[TaskSupport, tuple[Question[Any], ...]]] = {}
+        # The tools whose annotations say `destructiveHint: true`, which a destructive approval gate applies to.
+        self.destructive: set[str] = set()
         # Every tool, whichever way it is exposed: each one an MCP tool (direct), or behind the meta-tools (meta).
         self.catalogue = Catalogue()
 
@@ -96,6 +98,9 @@ class ToolRegistry:
         if self.expose != "meta":
             self.mcp.add_tool(entry.function, name=tool_name, **options)
         self.tools[tool_name] = questions
+        annotations = options.get("annotations")
+        if annotations is not None and annotations.destructive_hint is True:
+            self.destructive.add(tool_name)
         if needed:
             self.tool_scopes[tool_name] = needed
 

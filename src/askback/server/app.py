@@ -35,6 +35,7 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from askback.audit import AuditEvent
 from askback.clock import Clock, SystemClock, new_flow_id
+from askback.core.approving import Approval, gate_for
 from askback.core.caller import missing_scopes
 from askback.core.flow import AccountsPort
 from askback.core.questions import Question
@@ -213,11 +214,20 @@ class Askback:
                 end_result=self.end_result,
                 accounts=self._ports.accounts,
                 approvals=self._ports.approvals,
+                gate=self._gate(),
                 pushes=self.pushes,
                 effect_wait=settings.effect_wait,
                 effect_lease=settings.effect_lease,
             )
         return config
+
+    def _gate(self) -> Callable[[str], Approval | None] | None:
+        """The approval the app's gates (`Ports.approval_gates`) ask of a tool, or `None` without gates."""
+        gates = self._ports.approval_gates
+        if not gates:
+            return None
+        destructive = self.registry.destructive
+        return lambda tool: gate_for(gates, tool, destructive=tool in destructive)
 
     # -- storage --
 

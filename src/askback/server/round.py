@@ -28,7 +28,7 @@ from askback.clock import Clock
 from askback.core import flow as core_flow
 from askback.core import round as decision
 from askback.core import round_plan as plan
-from askback.core.approving import ApprovalsPort
+from askback.core.approving import Approval, ApprovalsPort
 from askback.core.caller import Caller
 from askback.core.flow import AccountsPort, ConnectMode, as_json
 from askback.core.state import FlowState
@@ -75,6 +75,8 @@ class RoundConfig:
     connect_mode: ConnectMode = "ask"
     # Approval requests as one caller sees them (`flow.approve`), when the app has approvals.
     approvals: Callable[[Caller | None], ApprovalsPort] | None = None
+    # The approval the app's gates ask of a tool before its handler runs (`None`: no gates).
+    gate: Callable[[str], Approval | None] | None = None
 
 
 async def run_round(
@@ -343,8 +345,16 @@ class _RoundIO:
         if self.handler.ctx_param is not None:
             kwargs[self.handler.ctx_param] = self.ctx
         fn = self.handler.fn
+        gate = None if self.config.gate is None else self.config.gate(self.handler.tool)
+
+        async def handler() -> Any:
+            if gate is not None:
+                # Gated by the app's approval policy: the call is approved before the handler's first line runs.
+                await flow.approve(gate)
+            return await fn(**kwargs)
+
         try:
-            outcome = await core_flow.run(flow, lambda: fn(**kwargs), new_id=self.config.new_id)
+            outcome = await core_flow.run(flow, handler, new_id=self.config.new_id)
         except Abandoned:
             raise
         except BaseException as exc:
