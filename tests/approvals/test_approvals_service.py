@@ -425,3 +425,14 @@ async def test_an_unauthenticated_callers_requests_are_reused_and_capped_togethe
         await service.request(None, [], ask(requester=None, arguments={"n": 9}))
     # Nobody's request is no one's to approve as its requester, and anyone named may.
     assert (await service.decide(BOB, first.id, "approve", "", digest=first.digest)).counted
+
+
+async def test_requests_past_their_time_no_longer_count_toward_the_cap(
+    service: ApprovalService, store: Store, clock: FrozenClock
+) -> None:
+    for n in range(3):
+        await service.request("alice", [], ask(arguments={"n": n}))
+    clock.advance(TWO_OF_THREE.ttl)
+
+    assert (await service.request("alice", [], ask(arguments={"n": 3}))).status == "pending"
+    assert (await event_types(store)).count("approval.expired") == 3

@@ -174,8 +174,13 @@ class ApprovalService:
             approved = next((r for r in records if r.status == "approved"), None)
             if approved is not None:
                 return self._consume(conn, self._attach(conn, approved, flow), flow, changes)
+            # A request past its time no longer counts: expired now, with its audit row and event.
+            nobody = requester is None
+            stale = rows.STALE_OF_NOBODY if nobody else rows.STALE_OF
+            for row in conn.execute(stale, {"requester": requester, "now": changes.at}).all():
+                self._fresh(conn, row, changes)
             count = conn.execute(
-                rows.PENDING_OF_NOBODY if requester is None else rows.PENDING_OF, {"requester": requester}
+                rows.PENDING_OF_NOBODY if nobody else rows.PENDING_OF, {"requester": requester}
             ).scalar_one()
             if count >= self.pending_per_requester:
                 raise _too_many_pending(self.pending_per_requester)
