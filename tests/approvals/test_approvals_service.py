@@ -237,13 +237,14 @@ async def test_a_decision_on_an_unknown_request_or_with_a_reason_that_cannot_be_
     assert (await service.get(record.id)) == record
 
 
+@pytest.mark.parametrize("policy", [ONE_OF_THREE, TWO_OF_THREE], ids=["one of three", "two of three"])
 async def test_concurrent_decisions_on_two_instances_complete_the_quorum_exactly_once(
-    store: Store, any_database: str, clock: FrozenClock
+    store: Store, any_database: str, clock: FrozenClock, policy: Approval
 ) -> None:
     other = await Store.open(any_database, migrate=False, components=all_components())
     try:
         services = [service_on(store, clock), service_on(other, clock)]
-        record = await services[0].request("alice", [], ask(ONE_OF_THREE))
+        record = await services[0].request("alice", [], ask(policy))
         results: list[Decided] = []
 
         async def decide(service: ApprovalService, approver: Approver) -> None:
@@ -256,11 +257,14 @@ async def test_concurrent_decisions_on_two_instances_complete_the_quorum_exactly
     finally:
         await other.close()
 
-    assert sorted(r.counted for r in results) == [False, False, True]
+    assert sum(r.counted for r in results) == policy.required
     assert {r.refusal for r in results if not r.counted} == {"not_pending"}
+    assert [r.record.status for r in results].count("approved") == 3 - policy.required + 1
     assert await event_types(store) == ["approval.requested", "approval.decided"]
     final = await services[0].get(record.id)
-    assert final is not None and final.status == "approved" and len(final.votes) == 1
+    assert final is not None and final.status == "approved" and len(final.votes) == policy.required
+    assert (await audit_kinds(store)).count("approval.approved") == policy.required
+    assert (await store.audit_log.verify()).ok
 
 
 # --- expiry, withdrawal, consumption -----------------------------------------------------------------------------
