@@ -31,6 +31,7 @@ SRC = Path(askback.__file__).parent
 
 # What a handler uses of its `Flow`, and nothing of the round's bookkeeping.
 HANDLER_SURFACE = {
+    "approve",
     "arguments",
     "ask",
     "ask_all",

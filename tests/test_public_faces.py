@@ -34,6 +34,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset(
             {
                 "Accepted",
+                "Approval",
                 "Argument",
                 "ArgumentRequiredError",
                 "Askback",
@@ -86,6 +87,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset(
             {
                 "AccountActive",
+                "ApprovalDecided",
                 "Answer",
                 "Callback",
                 "Claimed",

@@ -14,6 +14,7 @@ from askback._face import resolve
 
 if TYPE_CHECKING:
     from askback.core.answers import Accepted, Cancelled, Declined, Outcome
+    from askback.core.approving import Approval
     from askback.core.flow import Flow
     from askback.core.questions import Argument, Choice, Confirm, Default, Form, Link, Question
     from askback.errors import (
@@ -48,6 +49,7 @@ _WHERE = {
     "Cancelled": "askback.core.answers",
     "Declined": "askback.core.answers",
     "Outcome": "askback.core.answers",
+    "Approval": "askback.core.approving",
     "Flow": "askback.core.flow",
     "Argument": "askback.core.questions",
     "Choice": "askback.core.questions",
@@ -64,6 +66,7 @@ _WHERE = {
 
 __all__ = [
     "Accepted",
+    "Approval",
     "Argument",
     "ArgumentRequiredError",
     "Askback",

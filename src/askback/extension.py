@@ -10,7 +10,7 @@ adds; the app does the wiring, so nothing outside the app sets anything on it:
 - `mounts`: the ASGI apps it serves beside `/mcp` (`Mounted`, each with its auth policy), which `build_app` and
   `askback serve` serve with the app's own;
 - `ports`: what the core reaches through it (`Ports`: the connected accounts behind `flow.connect`, the bearer check
-  of `/mcp`). One port has one provider: two extensions that provide the same port are refused when the app is
+  of `/mcp`, the approval requests behind `flow.approve`). One port has one provider: two extensions that provide the same port are refused when the app is
   made.
 
 This module belongs to no product, so that every product (the server kit, connected accounts, and the identity,
@@ -126,7 +126,9 @@ class Ports:
 
     - `accounts`: the connected accounts of one caller (given the principal, `None` when unauthenticated), which
       `flow.connect` asks for;
-    - `bearer`: the check of the bearer tokens sent to `/mcp` (`BearerCheck`)."""
+    - `bearer`: the check of the bearer tokens sent to `/mcp` (`BearerCheck`);
+    - `approvals`: the approval requests of one caller (given the `Caller`, `None` when unauthenticated), which
+      `flow.approve` asks for."""
 
     accounts: Callable[[str | None], AccountsPort] | None = None
     bearer: BearerCheck | None = None

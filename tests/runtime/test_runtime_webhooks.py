@@ -583,3 +583,38 @@ def test_inbox_serve_refuses_a_bare_var_beside_named_servers_and_still_refuses_m
         )  # fmt: skip
         assert served.returncode == 2, (given, served.stderr)
         assert said in served.stderr and SECRET not in served.stderr, (given, served.stderr)
+
+
+def _decided(approval_id: str = "apr_one", requester: Any = "ada") -> dict[str, Any]:
+    data = {"id": approval_id, "requester": requester, "status": "approved", "digest": "d" * 64}
+    return {"type": "approval.decided", "timestamp": "2030-03-17T17:46:40Z", "data": data}
+
+
+@pytest.mark.http
+async def test_approval_decided_resumes_the_call_waiting_on_exactly_that_request_and_no_other(
+    runtime: Runtime, site: Site
+) -> None:
+    url, done = site.url, site.done
+    await anyio.Path(done).unlink(missing_ok=True)
+    parked = await runtime.call_tool(url, "await_approval", {"request": "apr_one"}, principal="ada")
+    assert isinstance(parked, Parked) and parked.questions[0].key == "askback.approval.deploy"
+    await anyio.Path(done).touch()
+    async with _client(runtime, url) as client:
+        others = [
+            await client.post("/", headers=h, content=b)
+            for h, b in (signed(_decided("apr_two")), signed(_decided(requester="bob")))
+        ]
+        headers, body = signed(_decided(requester=None))
+        nobody = await client.post("/", headers=headers, content=body)
+        still = await runtime.calls.get(parked.call_id)
+        headers, body = signed(_decided())
+        answered = await client.post("/", headers=headers, content=body)
+
+    assert [r.json()["calls"] for r in others] == [[], []]
+    assert nobody.status_code == 204  # a request nobody signed in made: ignored
+    assert still.status == "parked"
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["calls"] == [{"call_id": parked.call_id, "status": "completed"}]
+    record = await runtime.calls.get(parked.call_id)
+    assert record.status == "completed"
+    assert Completed(parked.call_id, record.result or {}, 2).text == "Approved: apr_one."

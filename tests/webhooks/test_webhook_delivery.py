@@ -280,3 +280,22 @@ async def test_an_app_with_the_extension_delivers_in_the_background_and_stops_cl
 def test_webhooks_need_the_file_named_by_askback_webhooks() -> None:
     with pytest.raises(ConfigurationError, match="ASKBACK_WEBHOOKS"):
         Webhooks.from_settings(environ={})
+
+
+@pytest.mark.http
+async def test_an_endpoint_naming_only_approval_events_is_sent_them_and_no_account_event(
+    store: Store, receiver: Receiver
+) -> None:
+    secret = new_secret()
+    clock = now_clock()
+    endpoint = Endpoint(url=receiver.url, events=["approval.*"], secrets=[secret], allow_private=True)
+    hooks = dispatcher(store, [endpoint], clock)
+    await hooks.prepare()
+    decided = {"id": "apr_1", "digest": "d" * 64, "requester": "ada", "status": "approved", "approvers": ["bob"]}
+    await add_event(store, "account.connected", clock.now(), **account_data())
+    await add_event(store, "approval.decided", clock.now(), **decided)
+    await hooks.run_once()
+    [got] = receiver.received
+    payload = Webhook(secret).verify(got.body, got.headers)
+    assert (payload["type"], payload["data"]) == ("approval.decided", decided)
+    await hooks.aclose()

@@ -38,6 +38,7 @@ SECRET = new_secret()
         ({"url": "ftp://127.0.0.1/in"}, "`url`"),
         ({"events": []}, "`events`"),
         ({"events": ["account.connectd"]}, "account.connectd"),
+        ({"events": ["approval.approved"]}, "approval.approved"),
         ({"events": ["billing.*"]}, "billing.*"),
         ({"events": ["*"]}, "'*'"),
         ({"secrets": []}, "holds no secret"),
@@ -51,6 +52,17 @@ def test_a_wrong_endpoint_is_refused_naming_the_field(fields: dict[str, Any], na
     with pytest.raises(ConfigurationError, match=named.replace("*", r"\*")) as refused:
         Endpoint(**(values | fields))
     assert SECRET not in str(refused.value) and SECRET not in repr(Endpoint(**values))
+
+
+def test_approval_events_are_named_one_by_one_or_as_a_family_and_read_from_the_event_log() -> None:
+    values: dict[str, Any] = {"url": "https://hooks.example.com/in", "secrets": [SECRET]}
+    family = Endpoint(**values, events=["approval.*"])
+    one = Endpoint(**values, events=["approval.decided"])
+    accounts = Endpoint(**values, events=["account.connected"])
+    audit = Endpoint(**values, events=["audit.*"])
+    assert family.wants("approval.expired") and not family.wants("account.connected")
+    assert one.wants("approval.decided") and not one.wants("approval.requested")
+    assert [e.wants_logged_events for e in (family, one, accounts, audit)] == [True, True, True, False]
 
 
 def test_loopback_http_is_allowed_for_development_on_an_endpoint_that_allows_private_destinations() -> None:

@@ -29,10 +29,12 @@ class NeedInput(BaseException):
 class FlowEnded(BaseException):
     """The user declined or cancelled (or the flow ran out of time or rounds): complete with this text."""
 
-    def __init__(self, text: str, reason: str) -> None:
+    def __init__(self, text: str, reason: str, *, structured: Mapping[str, Any] | None = None) -> None:
         super().__init__(text)
         self.text = text
         self.reason = reason
+        # What the call answers as structured content beside the text (a status an agent reads), if anything.
+        self.structured = structured
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,9 @@ class RunRecord:
             return self.state.flow_id
         if self.minted is None:
             if self.new_id is None:
-                raise DefinitionError("flow.connect outside a server round: the flow has no id to bind a link to")
+                raise DefinitionError(
+                    "flow.connect or flow.approve outside a server round: the flow has no id to bind a link to"
+                )
             self.minted = self.new_id()
         return self.minted
 

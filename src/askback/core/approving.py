@@ -9,9 +9,11 @@ answers given so far, the requester (the principal, which carries its issuer) an
 a new request; a pending request with the same digest is reused.
 
 The approvals product provides the port (`ApprovalsPort`, one per caller, as the connected accounts do); the core
-decides what the round does with what the port reports: go on when approved, complete when denied, expired or
-withdrawn, and while pending ask a URL-mode question linking to the request's status page (a client without URL mode
-gets a completed result saying the request is pending, with its id and expiry: it has nothing to render).
+(`approve`, what `Flow.approve` runs) decides what the round does with what the port reports: go on when approved
+(`Approved`), complete when denied, expired or withdrawn, and while pending ask a URL-mode question linking to the
+request's status page (a client without URL mode gets a completed result saying the request is pending, with its id
+and expiry: it has nothing to render, `ApprovalPending`). An answer to that link only says the page was opened: the
+next round reads the request again, the one the link showed (named in the sealed state beside the link's key).
 """
 
 from __future__ import annotations
@@ -21,21 +23,36 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from mcp_types import ClientCapabilities, ElicitResult
+
+from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
+from askback.core.capabilities import declares
+from askback.core.questions import Link
+from askback.core.state import answers_to_json
+from askback.core.terminal_text import for_terminal, shorten
 from askback.core.text import name_problem
-from askback.errors import DefinitionError
+from askback.errors import DefinitionError, LimitReachedError, ToolError
+
+if TYPE_CHECKING:
+    from askback.core.caller import Caller
+    from askback.core.connecting import ConnectMode
 
 __all__ = [
     "MAX_APPROVAL_TTL",
     "MIN_APPROVAL_TTL",
     "Approval",
     "ApprovalAsk",
+    "ApprovalPending",
     "ApprovalState",
     "ApprovalStatus",
     "ApprovalsPort",
+    "Approved",
     "approval_digest",
     "approval_key",
+    "approve",
 ]
 
 # An approval request stays open between a minute and thirty days.
@@ -43,7 +60,8 @@ MIN_APPROVAL_TTL = 60.0
 MAX_APPROVAL_TTL = 30 * 86400.0
 _MAX_NAMES = 64
 _MAX_TITLE = 200
-_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
+# The status link's wire key is `askback.approval.<key>`, and a question's key is at most 64 characters.
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,46}$")
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "withdrawn", "consumed"]
 """Where an approval request stands. `approved` becomes `consumed` when the effect it gates runs (once); `denied`,
@@ -89,7 +107,7 @@ class Approval:
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not _KEY.match(self.key):
             raise DefinitionError(
-                f"an approval's key is a letter then up to 63 letters, digits, '_', '.' or '-'; got {self.key!r}"
+                f"an approval's key is a letter then up to 46 letters, digits, '_', '.' or '-'; got {self.key!r}"
             )
         problem = name_problem(self.title, what="the title", limit=_MAX_TITLE) if isinstance(self.title, str) else None
         if not isinstance(self.title, str) or not self.title.strip() or problem is not None:
@@ -151,7 +169,14 @@ def approval_digest(
 
 @dataclass(frozen=True)
 class ApprovalAsk:
-    """What a round asks the approvals product for: a request for this exact call (reused while one is pending)."""
+    """What a round asks the approvals product for: a request for this exact call (reused while one is pending).
+
+    `arguments`, `answers` (the answers the handler read before it asked, as `askback.core.state.answers_to_json`
+    writes them) and the policy are what `digest` was made from, so the product can check it; `flow_id` is the flow
+    asking; `summary` one line the handler wrote for the approvers (capped, control characters written as escapes);
+    `actors` the principals acting for the requester (the token's `act` chain, `Caller.actors`), who may not approve
+    it either; `following` the id of the request this flow's status link showed last round (from the sealed state,
+    so the client cannot choose it), whose end the flow must read."""
 
     approval: Approval
     tool: str
@@ -161,6 +186,7 @@ class ApprovalAsk:
     flow_id: str
     summary: str | None = None
     actors: tuple[str, ...] = ()
+    following: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,10 +209,185 @@ class ApprovalsPort(Protocol):
     async def request(self, ask: ApprovalAsk) -> ApprovalState:
         """The request for `ask.digest`: the pending one (reused), else a new pending one. An approved request for the
         digest is consumed by `ask.flow_id` in the same transaction that reads it (status `consumed`, bound to this
-        flow: a replay of this flow reads it again, another flow needs a request of its own). Raises
-        `askback.errors.LimitReachedError` when the caller holds too many pending requests."""
+        flow: a replay of this flow reads it again, another flow needs a request of its own). With `ask.following`,
+        that request as it now is when it is this caller's and for `ask.digest` (approved: consumed as above; denied,
+        expired or withdrawn: as it is, never replaced by a new one, so that the flow reports how it ended); an id
+        that is not (another caller's, unknown) is ignored. Raises `askback.errors.LimitReachedError` when the caller
+        holds too many pending requests."""
         ...
 
     async def withdraw(self, approval_id: str) -> ApprovalState:
         """The caller declined or cancelled: withdraw the request while it is pending; the request as it then is."""
         ...
+
+
+# --- what a round does with the request ------------------------------------------------------------------------
+
+# What the approvals product says back (a denier's reason) is shown to the model and the person on one line.
+_MAX_REASON = 300
+_MAX_SUMMARY = 500
+_FOLLOWING = "approval:"
+
+
+@dataclass(frozen=True)
+class Approved:
+    """What `flow.approve` gives the handler once this exact call is approved: the request's id, who approved it,
+    and its status (`consumed`: bound to this flow, whose `flow.once` runs the effect once)."""
+
+    approval_id: str
+    approvers: tuple[str, ...]
+    status: ApprovalStatus
+
+
+class ApprovalPending(FlowEnded):
+    """The request is still pending and the client cannot show its status page (no URL-mode elicitation, or the META
+    exposure's `execute_tool`): the run ends, and the call answers `report()` as an ordinary result, not an error."""
+
+    def __init__(self, title: str, state: ApprovalState) -> None:
+        needed = _still_needed(state)
+        super().__init__(
+            f"Waiting for approval: {title} needs {needed} more approval{'s' if needed != 1 else ''} (request "
+            f"{state.id}, open until {_when(state.expires_at)}), so nothing was done yet. Call the tool again with "
+            "the same arguments once it is approved.",
+            "approval_pending",
+            structured={
+                "status": "approval_pending",
+                "approval_id": state.id,
+                "expires_at": state.expires_at,
+                "approvals_needed": needed,
+            },
+        )
+        self.approval_id = state.id
+        self.expires_at = state.expires_at
+        self.approvals_needed = needed
+
+    def report(self) -> dict[str, Any]:
+        """What the call answers, as structured content."""
+        return dict(self.structured or {})
+
+
+def _still_needed(state: ApprovalState) -> int:
+    """How many more distinct approvers the request needs."""
+    return max(state.required - len(state.approvers), 0)
+
+
+def _when(at: float) -> str:
+    """A time as people read it in a message (UTC, to the minute)."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _one_line(text: str, limit: int) -> str:
+    """Text from outside (a denier's reason, a summary) as one line of at most `limit` characters, with every
+    control, bidirectional or invisible character written as its escape."""
+    return for_terminal(shorten(text.replace("\r", " "), limit))
+
+
+async def approve(
+    record: RunRecord,
+    port: ApprovalsPort | None,
+    capabilities: ClientCapabilities | None,
+    approval: Approval,
+    *,
+    tool: str,
+    arguments: Mapping[str, Any],
+    caller: Caller | None,
+    summary: str | None,
+    mode: ConnectMode = "ask",
+) -> Approved:
+    """What `Flow.approve` does (its docstring says what the handler sees)."""
+    if port is None:
+        raise DefinitionError(
+            "flow.approve needs approvals on this server: enable them by giving the app the approvals' extension "
+            "(askback.approvals.setup.ApprovalsSetup, docs/approvals.md)"
+        )
+    if not isinstance(approval, Approval):
+        raise DefinitionError(f"flow.approve takes an askback.Approval, not {type(approval).__name__}")
+    # Only the answers the handler read before asking: a question asked after the approval is not part of it.
+    answers = answers_to_json({k: v for k, v in record.recorded.items() if k in record.seen})
+    requester = caller.principal if caller is not None else None
+    key = approval_key(approval.key)
+    # The status link asked last round names the request it showed, in the sealed state: follow that one.
+    shown = record.state.asked.get(key) if record.state is not None else None
+    following = shown.removeprefix(_FOLLOWING) if shown and shown.startswith(_FOLLOWING) else None
+    try:
+        found = approval_digest(
+            tool=tool, arguments=arguments, answers=answers, requester=requester, policy=approval.policy()
+        )
+    except (TypeError, ValueError):
+        raise ToolError("This call cannot be sent for approval: its arguments are not plain JSON.") from None
+    ask = ApprovalAsk(
+        approval=approval,
+        tool=tool,
+        arguments=dict(arguments),
+        answers=answers,
+        digest=found,
+        flow_id=record.link_flow_id(),
+        summary=_one_line(summary, _MAX_SUMMARY) if summary else None,
+        actors=caller.actors if caller is not None else (),
+        following=following,
+    )
+    try:
+        state = await port.request(ask)
+    except LimitReachedError as exc:
+        raise LimitReachedError(
+            f"Not sent for approval: you already have {exc.limit} approval requests waiting, the most allowed. "
+            "Wait until they are decided or expire, then call the tool again.",
+            limit=exc.limit,
+            tool_error=True,
+        ) from None
+    response = record.responses.get(key)
+    answered = isinstance(response, ElicitResult) and (record.state is None or key in record.state.asked)
+    if answered:
+        assert isinstance(response, ElicitResult)
+        # The link was answered: the audit trail says so, whatever the real state says next.
+        record.events.append(FlowEvent("answered", key, "url", action=response.action))
+    title = approval.title
+    if state.status == "pending" and answered:
+        assert isinstance(response, ElicitResult)
+        if response.action in ("decline", "cancel"):
+            state = await port.withdraw(state.id)
+            if state.status == "approved":
+                # Approved between the two reads: not consumed, so it still waits for a call of its own.
+                raise FlowEnded(
+                    f"Stopped: you stopped waiting, but {title} was approved meanwhile; nothing was done. Call the "
+                    "tool again with the same arguments to go on.",
+                    "declined" if response.action == "decline" else "cancelled",
+                )
+    if state.status == "consumed":
+        # Approved, and now bound to this flow (a replay reads it again): the handler goes on to its effect.
+        return Approved(state.id, tuple(state.approvers), state.status)
+    if state.status == "denied":
+        by = _one_line(state.denied_by or "an approver", 255)
+        why = f" ({_one_line(state.reason, _MAX_REASON)})" if state.reason and state.reason.strip() else ""
+        raise FlowEnded(f"Denied: {by} denied {title}{why}, so nothing was done.", "denied")
+    if state.status == "expired":
+        raise FlowEnded(
+            f"Expired: the approval request for {title} expired before it was approved, so nothing was done. Call "
+            "the tool again for a new request.",
+            "approval_expired",
+        )
+    if state.status == "withdrawn":
+        raise FlowEnded(
+            f"Withdrawn: the approval request for {title} was withdrawn, so nothing was done. Call the tool again "
+            "for a new request.",
+            "withdrawn",
+        )
+    if state.status != "pending":
+        # `approved` is consumed by the port in the transaction that reads it: anything else breaks the contract.
+        raise DefinitionError(f"the approvals port answered a request in status {state.status!r}, which it may not")
+    if mode == "report" or not declares(capabilities, "url"):
+        raise ApprovalPending(title, state)
+    needed = _still_needed(state)
+    text = (
+        f"Approval needed: {title}. It needs {needed} more approval{'s' if needed != 1 else ''} before "
+        f"{_when(state.expires_at)}. Open the link to follow the request; the call goes on once it is approved."
+    )
+    question = Link(key=key, message=text)
+    params = question.render(message=text, url=state.status_url)
+    if answered:
+        # Accepted, but the request is still pending: an accept only means the person opened the page.
+        params = {**params, "message": "Not decided yet. " + text}
+    # An answer to the link is taken by its key alone (its message changes as approvals come in); what the state
+    # keeps beside the key is the request the link shows, for the next round to follow.
+    record.schedule(question, params, base=_FOLLOWING + state.id)
+    raise NeedInput

@@ -43,7 +43,9 @@ class Caller:
     - `scopes`: the scopes the token grants.
     - `client_id`: the OAuth client the token was issued to, where it says.
     - `issuer`: the authorization server that issued the token, where there is one.
-    - `expires_at`: the token's expiry (seconds since the epoch), where it says.
+    - `expires_at`: the token's expiry (seconds since the epoch), where it says;
+    - `actors`: who acts for the principal (the token's RFC 8693 `act` chain), each spelled by `principal_of`, the
+      current actor first; none for a token that names no actor. An approval is never approved by one of them.
     """
 
     principal: str
@@ -51,6 +53,7 @@ class Caller:
     client_id: str | None = None
     issuer: str | None = None
     expires_at: int | None = None
+    actors: tuple[str, ...] = ()
 
     @property
     def subject(self) -> str:

@@ -14,8 +14,8 @@ is ignored or asked again with a note saying what was wrong.
 
 A `Flow`'s public names are what a handler uses; the run's bookkeeping (answers recorded, questions scheduled,
 audit events) is a private `RunRecord` (`askback.core._flow_record`), read by `run` and `run_events`. `connect` lives
-in `askback.core.connecting`. `NeedInput` and `FlowEnded` derive from `BaseException` so that a handler's own
-`except Exception` cannot swallow them by accident.
+in `askback.core.connecting`, `approve` in `askback.core.approving`. `NeedInput` and `FlowEnded` derive from
+`BaseException` so that a handler's own `except Exception` cannot swallow them by accident.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from typing import Any, Literal, TypeVar, cast, overload
 
 from mcp_types import ClientCapabilities, ElicitResult
 
-from askback.core import connecting
+from askback.core import approving, connecting
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.answers import Accepted, Cancelled, Declined, Outcome
+from askback.core.approving import Approval, ApprovalsPort, Approved
 from askback.core.caller import Caller
 from askback.core.capabilities import declares
 from askback.core.connecting import AccountLike, AccountsPort, ConnectMode, NotReady, Readiness, readiness
@@ -98,6 +99,7 @@ class Flow:
         new_id: Callable[[], str] | None = None,
         caller: Caller | None = None,
         connect_mode: ConnectMode = "ask",
+        approvals: ApprovalsPort | None = None,
     ) -> None:
         self.tool = tool
         self.arguments = dict(arguments)
@@ -107,6 +109,7 @@ class Flow:
         request was not authenticated."""
         self._run_effect = run_effect
         self._accounts = accounts
+        self._approvals = approvals
         self._connect_mode: ConnectMode = connect_mode
         self._round = RunRecord(state, responses or {}, now, new_id, recorded=dict(state.answers) if state else {})
 
@@ -197,6 +200,29 @@ class Flow:
             connection,
             label=label,
             message=message,
+            mode=self._connect_mode,
+        )
+
+    # -- approvals --
+
+    async def approve(self, approval: Approval, *, summary: str | None = None) -> Approved:
+        """Wait until this exact call (the tool, its arguments, the answers read so far, the caller and `approval`'s
+        policy) is approved by the people `approval` names, then return `Approved`; call `flow.once` after it for
+        the effect, which then runs once. The request is read for real on every round: while it is pending, a
+        URL-mode question links to its status page (an accept only means the page was opened: the request is read
+        again, and the link asked again while it is still pending); a decline or cancel withdraws it. A denied,
+        expired or withdrawn request completes the call saying so (nothing was done). A client without URL mode,
+        or the META exposure's `execute_tool`, gets a completed result `{"status": "approval_pending", ...}` with
+        the request's id and expiry, never an error. `summary`: one line for the approvers' page."""
+        return await approving.approve(
+            self._round,
+            self._approvals,
+            self.capabilities,
+            approval,
+            tool=self.tool,
+            arguments=self.arguments,
+            caller=self.caller,
+            summary=summary,
             mode=self._connect_mode,
         )
 
@@ -352,13 +378,15 @@ class Asked:
 
 @dataclass(frozen=True)
 class Ended:
-    """The user declined or cancelled: the call completes with `text`."""
+    """The user declined or cancelled (or an approval was denied, ...): the call completes with `text`, and
+    `structured` as its structured content when the flow says more (a pending approval's status)."""
 
     text: str
     reason: str
     flow_id: str | None
     round: int
     events: tuple[FlowEvent, ...]
+    structured: Mapping[str, Any] | None = None
     kind: Literal["ended"] = "ended"
 
 
@@ -388,7 +416,7 @@ async def run(flow: Flow, handler: Callable[[], Awaitable[Any]], *, new_id: Call
         nxt = record.next_state(new_id=new_id)
         return Asked(record.input_requests(), modes, nxt, flow_id, round_, tuple(record.events))
     except FlowEnded as ended:
-        return Ended(ended.text, ended.reason, flow_id, round_, tuple(record.events))
+        return Ended(ended.text, ended.reason, flow_id, round_, tuple(record.events), ended.structured)
     except (ArgumentRequiredError, MissingCapabilityError) as exc:
         return Refused(exc, flow_id, round_, tuple(record.events))
     return Returned(value, flow_id, round_, tuple(record.events))

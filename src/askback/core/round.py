@@ -99,12 +99,14 @@ class Complete:
 
 @dataclass(frozen=True)
 class End:
-    """Complete the call with `text` (the flow ends without the handler's value); `reason` goes to the audit."""
+    """Complete the call with `text` (the flow ends without the handler's value); `reason` goes to the audit;
+    `structured`, when there is some, is the call's structured content too."""
 
     text: str
     reason: str
     flow_id: str | None
     round: int
+    structured: Mapping[str, Any] | None = None
     kind: Literal["end"] = "end"
 
 
@@ -149,7 +151,7 @@ def decide(outcome: RunOutcome, *, limits: Limits) -> Decision:
             return End(text, "too_many_rounds", outcome.flow_id, outcome.round)
         return Ask(outcome.requests, outcome.next_state, outcome.modes)
     if isinstance(outcome, Ended):
-        return End(outcome.text, outcome.reason, outcome.flow_id, outcome.round)
+        return End(outcome.text, outcome.reason, outcome.flow_id, outcome.round, outcome.structured)
     if isinstance(outcome, Refused):
         error = outcome.error
         reason = "missing_capability_fallback" if error.tool_error else "missing_capability"

@@ -259,7 +259,7 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ro
             assert round_outcome is not None
             return (yield from reply(InputRequiredResult.model_validate(round_outcome), chosen.state))
         if isinstance(chosen, decision.End):
-            ended = yield EndResult(chosen.text)
+            ended = yield EndResult(chosen.text, chosen.structured)
             if isinstance(ended, Failed):
                 return (yield from fail(ended))
             if chosen.flow_id is None:

@@ -190,9 +190,11 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class EndResult:
-    """`text` as the call's result, for a flow that ends without the handler's value."""
+    """`text` as the call's result, for a flow that ends without the handler's value (`structured`: its structured
+    content too, when the flow says more)."""
 
     text: str
+    structured: Mapping[str, Any] | None = None
     kind: Literal["end_result"] = "end_result"
 
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCESS_TOKEN_TYPES",
     "DEFAULT_ALGORITHMS",
+    "MAX_ACTORS",
+    "actors_of",
     "caller_from_claims",
     "check_access_claims",
     "check_algorithms",
@@ -54,6 +56,8 @@ ID_TOKEN_CLAIMS = ("nonce", "at_hash", "c_hash", "s_hash")
 MAX_TOKEN_LENGTH = 16_384
 MAX_SCOPES = 100
 MAX_SCOPE_LENGTH = 128
+# The most actors an `act` chain may name (RFC 8693 sets no limit; a delegation deeper than this is not a real one).
+MAX_ACTORS = 8
 
 
 def check_algorithms(algorithms: Collection[str]) -> tuple[str, ...]:
@@ -235,9 +239,35 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(scopes)
 
 
+def actors_of(claims: Mapping[str, Any], *, issuer: str | None) -> tuple[str, ...]:
+    """The principals of the token's `act` chain (RFC 8693 section 4.1: `{"act": {"sub": ..., "act": {...}}}`), the
+    current actor first, each spelled by `principal_of` against the home issuer `issuer` (an actor's own `iss`, where
+    it names one, else the token's). `InvalidTokenError` for an `act` that is not an object with a usable `sub`, or
+    a chain deeper than `MAX_ACTORS`."""
+    actors: list[str] = []
+    act = claims.get("act")
+    while act is not None:
+        if len(actors) == MAX_ACTORS:
+            raise InvalidTokenError(f"the token's act claim nests more than {MAX_ACTORS} actors")
+        if not isinstance(act, Mapping):
+            raise InvalidTokenError("the token's act claim is not an object")
+        sub, iss = act.get("sub"), act.get("iss", issuer)
+        if not isinstance(sub, str):
+            raise InvalidTokenError("an actor in the token's act claim names no subject")
+        if "iss" in act and not isinstance(iss, str):
+            # A null issuer would spell the actor as nobody's, which reads as a home principal.
+            raise InvalidTokenError("an actor in the token's act claim names an issuer that is not a string")
+        try:
+            actors.append(principal_of(sub, iss, home=issuer))
+        except ValueError as exc:
+            raise InvalidTokenError(f"an actor in the token's act claim is not usable: {exc}") from None
+        act = act.get("act")
+    return tuple(actors)
+
+
 def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issuer: str | None) -> Caller:
     """The `Caller` accepted claims name: a token of the resource server's own issuer, its home one
-    (`principal_of`)."""
+    (`principal_of`), with the actors of its `act` chain (`actors_of`)."""
     client_id = claims.get("client_id", claims.get("azp"))
     exp = claims.get("exp")
     try:
@@ -250,6 +280,7 @@ def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issue
         client_id=client_id if isinstance(client_id, str) else None,
         issuer=issuer,
         expires_at=int(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else None,
+        actors=actors_of(claims, issuer=issuer),
     )
 
 

@@ -5,7 +5,7 @@ is parked in the store and resumed, in any process, once people have answered th
 prompt, a web inbox, your own callback) or the deadline has passed.
 
 The public surface is this module: the runtime, what a call comes back as, the questions and answers, the
-renderers, and what resumes a call once the account it waits on is connected (`webhook_receiver`, a Standard Webhooks
+renderers, and what resumes a call once the account it waits on is connected or its approval decided (`webhook_receiver`, a Standard Webhooks
 receiver, and `resume_on_account_events`, in process). Names are imported on first use. The runtime's schema history
 (`askback.runtime.parked_calls.MIGRATIONS`) and its records stay in their modules.
 """
@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 from askback._face import resolve
 
 if TYPE_CHECKING:
-    from askback.runtime.calls import AccountActive, Claimed, Completed, Parked, Pending, Runtime
+    from askback.runtime.calls import AccountActive, ApprovalDecided, Claimed, Completed, Parked, Pending, Runtime
     from askback.runtime.questions import Answer, ParkedQuestion, safe_link
     from askback.runtime.renderers import Callback, Interactive, Renderer, WebInbox, declared_modes
     from askback.runtime.webhooks import resume_on_account_events, webhook_receiver
 
 _WHERE = {
     "AccountActive": "askback.runtime.calls",
+    "ApprovalDecided": "askback.runtime.calls",
     "Claimed": "askback.runtime.calls",
     "Completed": "askback.runtime.calls",
     "Parked": "askback.runtime.calls",
@@ -44,6 +45,7 @@ _WHERE = {
 __all__ = [
     "AccountActive",
     "Answer",
+    "ApprovalDecided",
     "Callback",
     "Claimed",
     "Completed",

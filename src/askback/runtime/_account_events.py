@@ -1,4 +1,4 @@
-"""How an account event resumes parked calls: which calls wait for exactly that account, and what each is sent.
+"""How an account event (or an approval's decision) resumes parked calls: which calls wait for exactly that account, and what each is sent.
 
 An event (`AccountActive`) names a server, a principal, a connection and a label. The calls it concerns are that
 principal's parked calls made to that server whose round asks the link for exactly that account
@@ -24,17 +24,17 @@ from collections.abc import Awaitable, Callable
 
 from askback.core.server_urls import same_server
 from askback.errors import CallError, ResumeDueError
-from askback.runtime._outcomes import AccountActive, Outcome, Parked
+from askback.runtime._outcomes import AccountActive, ApprovalDecided, Outcome, Parked
 from askback.runtime.call_record import CallRecord
 from askback.runtime.parked_calls import ParkedCalls
-from askback.runtime.questions import account_question
+from askback.runtime.questions import ParkedQuestion, account_question, approval_question
 
 # How a call is sent back: `resume(call_id)` as `Runtime.resume` sends it, `look(call_id, key)` with the link `key`
 # left unanswered for the server to look at the account itself.
 Resume = Callable[[str], Awaitable[Outcome]]
 Look = Callable[[str, str], Awaitable[Outcome]]
 
-__all__ = ["account_active", "same_server"]
+__all__ = ["account_active", "approval_decided", "same_server"]
 
 log = logging.getLogger("askback.runtime")
 
@@ -42,13 +42,31 @@ log = logging.getLogger("askback.runtime")
 async def account_active(calls: ParkedCalls, resume: Resume, look: Look, event: AccountActive) -> list[Outcome]:
     """Send back every call of `calls` waiting for exactly `event`'s account (see the module's docstring); what each
     came to. `ResumeDueError` when some could not go on, once every call has been tried."""
+    return await _waiting_on(calls, resume, look, event)
+
+
+async def approval_decided(calls: ParkedCalls, resume: Resume, look: Look, event: ApprovalDecided) -> list[Outcome]:
+    """Send back every call of `calls` waiting on exactly `event`'s approval request (its status link left unanswered,
+    as for an account: the server reads the decision itself); what each came to, as `account_active` says."""
+    return await _waiting_on(calls, resume, look, event)
+
+
+def _question(record: CallRecord, event: AccountActive | ApprovalDecided) -> ParkedQuestion | None:
+    if isinstance(event, ApprovalDecided):
+        return approval_question(record.questions, approval_id=event.approval_id)
+    return account_question(record.questions, connection=event.connection, label=event.label)
+
+
+async def _waiting_on(
+    calls: ParkedCalls, resume: Resume, look: Look, event: AccountActive | ApprovalDecided
+) -> list[Outcome]:
     outcomes: list[Outcome] = []
     errors: dict[str, CallError] = {}
     records = [r async for page in calls.pages(principal=event.principal) for r in page]
     for record in records:
         if record.task_id is not None or (event.server is not None and not same_server(record.server, event.server)):
             continue
-        question = account_question(record.questions, connection=event.connection, label=event.label)
+        question = _question(record, event)
         if question is None:
             continue
         try:
@@ -56,7 +74,8 @@ async def account_active(calls: ParkedCalls, resume: Resume, look: Look, event: 
         except CallError as exc:
             errors[record.id] = exc
     if errors:
-        raise ResumeDueError(outcomes, errors, of="calls waiting for the account")
+        waiting = "the approval" if isinstance(event, ApprovalDecided) else "the account"
+        raise ResumeDueError(outcomes, errors, of=f"calls waiting for {waiting}")
     return outcomes
 
 

@@ -15,7 +15,7 @@ import anyio
 
 from askback.runtime.questions import Answer, ParkedQuestion
 
-__all__ = ["AccountActive", "Claimed", "Completed", "Held", "Outcome", "Parked", "Pending"]
+__all__ = ["AccountActive", "ApprovalDecided", "Claimed", "Completed", "Held", "Outcome", "Parked", "Pending"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,18 @@ class AccountActive:
     principal: str
     connection: str
     label: str = ""
+    server: str | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalDecided:
+    """An approval request was decided (approved or denied): `principal`'s request `approval_id` at `server` (the MCP
+    URL the runtime's calls go to; `None`: the one server this runtime's calls all go to). A hint to look, as
+    `AccountActive` is: the calls waiting on exactly that request send their round back without answering its link,
+    and the server reads the decision from its store."""
+
+    principal: str
+    approval_id: str
     server: str | None = None
 
 

@@ -35,7 +35,7 @@ from askback.clock import Clock, SystemClock
 from askback.core.capabilities import MRTR_REVISION
 from askback.errors import CallError, CallStateError, InvalidAnswerError, ResumeDueError, UnansweredError
 from askback.runtime import _account_events, _answering, _sdk
-from askback.runtime._outcomes import AccountActive, Claimed, Completed, Held, Outcome, Parked, Pending
+from askback.runtime._outcomes import AccountActive, ApprovalDecided, Claimed, Completed, Held, Outcome, Parked, Pending
 from askback.runtime._tasks import is_task, made, waiting_round
 from askback.runtime._wire import explaining, send
 from askback.runtime.call_status import CallStatus, Move, allows
@@ -48,7 +48,17 @@ from askback.runtime.resume_steps import Limits
 from askback.settings import Settings, load_settings
 from askback.store import Store
 
-__all__ = ["AccountActive", "Claimed", "Completed", "Held", "Outcome", "Parked", "Pending", "Runtime"]
+__all__ = [
+    "AccountActive",
+    "ApprovalDecided",
+    "Claimed",
+    "Completed",
+    "Held",
+    "Outcome",
+    "Parked",
+    "Pending",
+    "Runtime",
+]
 
 log = logging.getLogger("askback.runtime")
 
@@ -378,6 +388,13 @@ class Runtime:
         if failed is not None:
             raise failed
         return outcomes
+
+    async def approval_decided(self, event: ApprovalDecided) -> list[Outcome]:
+        """An approval request was decided, says an event: send back every call waiting on exactly that request, its
+        status link unanswered (the server reads the decision); `ResumeDueError` when some could not go on."""
+        return await _account_events.approval_decided(
+            self.calls, self.resume, lambda call_id, key: self._resumed(call_id, leave_open=key), event
+        )
 
     # The wire -----------------------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from askback.errors import UnsafeLinkError
 from askback.runtime.forms import problem_text, schema_problems
 
 __all__ = [
+    "APPROVAL_KEY_PREFIX",
     "Action",
     "Answer",
     "CheckedLink",
@@ -41,6 +42,7 @@ __all__ = [
     "Ready",
     "Waiting",
     "account_question",
+    "approval_question",
     "checked_link",
     "look_decision",
     "pending_questions",
@@ -271,6 +273,28 @@ def account_question(questions: tuple[ParkedQuestion, ...], *, connection: str, 
     their own waits under the default account's key, and so for the default account only."""
     key = connect_key(connection, label)
     return next((q for q in questions if q.mode == "url" and q.key == key), None)
+
+
+# The prefix of the wire key of an approval's status link (`askback.core.approving.approval_key`).
+APPROVAL_KEY_PREFIX = "askback.approval."
+_MAX_APPROVAL_ID = 64
+
+
+def approval_question(questions: tuple[ParkedQuestion, ...], *, approval_id: str) -> ParkedQuestion | None:
+    """The URL question of a round that waits on exactly the approval request `approval_id`, as askback's servers ask
+    it: a key under `askback.approval.` whose link is that request's status page (`.../requests/<id>/status`)."""
+    if not approval_id or len(approval_id) > _MAX_APPROVAL_ID:
+        return None
+    for question in questions:
+        if question.mode != "url" or not question.key.startswith(APPROVAL_KEY_PREFIX) or question.url is None:
+            continue
+        try:
+            path = str(ada_url.URL(question.url).pathname)
+        except ValueError:
+            continue
+        if path.split("/")[-3:] == ["requests", approval_id, "status"]:
+            return question
+    return None
 
 
 @dataclass(frozen=True)

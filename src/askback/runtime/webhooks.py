@@ -53,7 +53,7 @@ from askback.clock import Clock
 from askback.core.connecting import MAX_LABEL_LENGTH
 from askback.errors import AskbackError, CallError, ConfigurationError, ResumeDueError
 from askback.runtime._models import WebhookRow
-from askback.runtime._outcomes import AccountActive, Claimed, Completed, Outcome
+from askback.runtime._outcomes import AccountActive, ApprovalDecided, Claimed, Completed, Outcome
 from askback.runtime._unnamed_server import UnnamedServer
 from askback.runtime.call_status import CallStatus
 from askback.runtime.calls import Runtime
@@ -85,8 +85,10 @@ log = logging.getLogger("askback.runtime.webhooks")
 RECEIVER_PATH = "/webhooks/askback"
 """Where `askback inbox serve --webhook-secret-env URL=VAR` serves the receiver."""
 
-RESUMING_EVENTS = frozenset({"account.connected", "account.recovered"})
-"""The event types on which a call parked on connecting that account is resumed."""
+RESUMING_EVENTS = frozenset({"account.connected", "account.recovered", "approval.decided"})
+"""The event types on which a call parked on connecting that account, or on that approval, is resumed."""
+_APPROVAL_DECIDED = "approval.decided"
+_MAX_APPROVAL_ID = 64
 
 _MAX_BODY = 256 * 1024
 _MAX_ID = 255
@@ -97,11 +99,12 @@ _MAX_ID = 255
 
 @dataclass(frozen=True)
 class AccountReady:
-    """A verified event on which calls are resumed: its type (of `RESUMING_EVENTS`) and whose account it is (the
-    server, from the secret that signed it, is added by the receiver)."""
+    """A verified event on which calls are resumed: its type (of `RESUMING_EVENTS`) and what it is about: whose
+    account became active, or which approval request was decided (the server, from the secret that signed it, is
+    added by the receiver)."""
 
     type: str
-    account: AccountActive
+    account: AccountActive | ApprovalDecided
     kind: Literal["ready"] = "ready"
 
 
@@ -134,6 +137,16 @@ def account_event(body: bytes) -> AccountReady | Ignored | Unreadable:
     if type_ not in RESUMING_EVENTS:
         return Ignored(type_)
     data = event.get("data")
+    if type_ == _APPROVAL_DECIDED:
+        requester = data.get("requester") if isinstance(data, dict) else None
+        approval_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(approval_id, str) or not approval_id or len(approval_id) > _MAX_APPROVAL_ID:
+            return Unreadable(f"{type_} without data.id, an approval request's id")
+        if requester is None:
+            return Ignored(type_)  # a request nobody signed in made: no parked call is its requester's
+        if not isinstance(requester, str) or not requester:
+            return Unreadable(f"{type_} whose data.requester is not a principal")
+        return AccountReady(type_, ApprovalDecided(requester, approval_id))
     principal = data.get("principal") if isinstance(data, dict) else None
     connection = data.get("connection") if isinstance(data, dict) else None
     if not isinstance(principal, str) or not isinstance(connection, str) or not principal or not connection:
@@ -343,7 +356,10 @@ class _Receiver:
                 if self.unnamed is not None:  # secrets without their server: the server they are bound to
                     account = replace(account, server=await self.unnamed.server())
                 try:
-                    outcomes = await resume_for(runtime, account)
+                    if isinstance(account, ApprovalDecided):
+                        outcomes = await runtime.approval_decided(account)
+                    else:
+                        outcomes = await resume_for(runtime, account)
                 except ResumeDueError as exc:
                     if not exc.outcomes:
                         raise  # no call went on: the sender's retry is every call's next chance
@@ -407,8 +423,8 @@ def webhook_receiver(
 ) -> ASGIApp:
     """An ASGI app taking Standard Webhooks POSTs for `runtime` from `servers` (each server's MCP URL, as the calls
     are made to it, with the `whsec_...` secrets its endpoint signs with): `account.connected` and
-    `account.recovered` send back the calls to the server that signed it waiting for exactly that account (200, with
-    each call's status), other events are ignored (204), a repeat of a webhook id does nothing again (200,
+    `account.recovered` send back the calls to the server that signed it waiting for exactly that account, and
+    `approval.decided` those waiting on exactly that approval request (200, with each call's status), other events are ignored (204), a repeat of a webhook id does nothing again (200,
     `duplicate`). Refused: a signature no configured secret made, or a timestamp more than `tolerance` seconds from
     now (401); a body over `max_body` bytes (413); a signed body that is not an event (400). A resume that fails or
     takes over `resume_timeout` seconds answers 503, for the sender to retry. `clock` defaults to the runtime's. A

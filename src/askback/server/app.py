@@ -212,6 +212,7 @@ class Askback:
                 tool_result=self.tool_result,
                 end_result=self.end_result,
                 accounts=self._ports.accounts,
+                approvals=self._ports.approvals,
                 pushes=self.pushes,
                 effect_wait=settings.effect_wait,
                 effect_lease=settings.effect_lease,

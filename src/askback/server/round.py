@@ -10,6 +10,7 @@ nothing of the app: everything it needs is in one frozen `RoundConfig`, built on
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from askback.clock import Clock
 from askback.core import flow as core_flow
 from askback.core import round as decision
 from askback.core import round_plan as plan
+from askback.core.approving import ApprovalsPort
 from askback.core.caller import Caller
 from askback.core.flow import AccountsPort, ConnectMode, as_json
 from askback.core.state import FlowState
@@ -68,8 +70,11 @@ class RoundConfig:
     pushes: PendingPushes
     effect_wait: float
     effect_lease: float
-    # `report`: `flow.connect` ends the run saying an account is not ready instead of asking (`execute_tool`).
+    # `report`: `flow.connect` ends the run saying an account is not ready instead of asking (`execute_tool`), and
+    # `flow.approve` saying a request is pending.
     connect_mode: ConnectMode = "ask"
+    # Approval requests as one caller sees them (`flow.approve`), when the app has approvals.
+    approvals: Callable[[Caller | None], ApprovalsPort] | None = None
 
 
 async def run_round(
@@ -209,6 +214,7 @@ class _RoundIO:
         self.instance = instance_id()
         # Connected accounts as this caller sees them (when the app has them), closed when the round ends.
         self.accounts = None if config.accounts is None else config.accounts(principal)
+        self.approvals = None if config.approvals is None else config.approvals(caller)
         self._events: dict[int, tuple[plan.Note, AuditEvent]] = {}
 
     async def drive(self, request: plan.RoundRequest) -> plan.RoundEnd:
@@ -280,7 +286,7 @@ class _RoundIO:
             if isinstance(step, plan.ToolResult):
                 return self.config.tool_result(self.handler.tool, step.value)
             assert isinstance(step, plan.EndResult)
-            return self.config.end_result(self.handler.tool, step.text)
+            return _with_structured(self.config.end_result(self.handler.tool, step.text), step.text, step.structured)
         except BaseException as exc:
             # The plan records what the round leaves behind (its claim released, its trail), then fails with this.
             return plan.Failed(exc, _detail(exc))
@@ -329,6 +335,7 @@ class _RoundIO:
             new_id=self.config.new_id,
             caller=self.caller,
             connect_mode=self.config.connect_mode,
+            approvals=self.approvals,
         )
         kwargs = dict(self.arguments)
         if self.handler.flow_param is not None:
@@ -434,6 +441,22 @@ class _Effects:
             finished=None if self.io.claim_effect is not None else self.finished,
             claim_with=self.io.claim_effect,
         )
+
+
+def _with_structured(result: CallToolResult, text: str, structured: Mapping[str, Any] | None) -> CallToolResult:
+    """An end result that says more (`structured`: a pending approval's status): its JSON first in the content, and
+    in the structured content when the tool declares no output schema, or the one the SDK makes for a text (an
+    object with `result`, which takes more fields); a tool's own output schema is left as the result has it."""
+    if structured is None:
+        return result
+    report = dict(structured)
+    content = [TextContent(type="text", text=json.dumps(report)), *result.content]
+    update: dict[str, Any] = {"content": content}
+    if result.structured_content is None:
+        update["structured_content"] = report
+    elif result.structured_content == {"result": text}:
+        update["structured_content"] = {**report, "result": text}
+    return result.model_copy(update=update)
 
 
 # The audit trail tells a task's rounds from an MRTR call's by these details (docs/audit.md).

@@ -200,7 +200,7 @@ class Dispatcher:
     def _sources(self) -> list[tuple[Endpoint, Source]]:
         found: list[tuple[Endpoint, Source]] = []
         for endpoint in self.endpoints:
-            if endpoint.wants_account_events:
+            if endpoint.wants_logged_events:
                 found.append((endpoint, "events"))
             if endpoint.wants_audit_events:
                 found.append((endpoint, "audit"))

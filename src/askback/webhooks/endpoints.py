@@ -9,7 +9,8 @@ secret_env = "HOOKS_SECRET"          # "whsec_...", or several comma-separated w
 # allow_private = true               # only for a receiver on this machine or a private network
 ```
 
-An endpoint is sent the events it names: exact names (`account.connected`) or a whole family (`account.*`). The
+An endpoint is sent the events it names: exact names (`account.connected`) or a whole family (`account.*`,
+`approval.*`). The
 audit family is opt-in: only an endpoint that names `audit.*` or an `audit.<kind>` is sent audit events. Every
 value is checked when the endpoint is made, and a wrong one is a `ConfigurationError` naming the field (never a
 secret's value).
@@ -38,13 +39,16 @@ from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError
 from askback.webhooks._destinations import host_problem
 
-__all__ = ["ACCOUNT_EVENTS", "AUDIT_EVENTS", "Endpoint", "load_endpoints", "matches", "redacted_url"]
+__all__ = ["ACCOUNT_EVENTS", "APPROVAL_EVENTS", "AUDIT_EVENTS", "Endpoint", "load_endpoints", "matches", "redacted_url"]
 
 ACCOUNT_EVENTS = tuple(
     f"account.{kind}" for kind in ("connected", "refreshed", "expired", "error", "recovered", "revoked")
 )
+APPROVAL_EVENTS = tuple(f"approval.{kind}" for kind in ("requested", "decided", "withdrawn", "expired", "consumed"))
 AUDIT_EVENTS = tuple(f"audit.{kind}" for kind in get_args(EventKind))
-_FAMILIES = {"account": ACCOUNT_EVENTS, "audit": AUDIT_EVENTS}
+_FAMILIES = {"account": ACCOUNT_EVENTS, "approval": APPROVAL_EVENTS, "audit": AUDIT_EVENTS}
+# The families read from the store's shared event log; the audit family is read from the audit log.
+_LOGGED = (*ACCOUNT_EVENTS, *APPROVAL_EVENTS)
 # Standard Webhooks: a secret is 24 to 64 random bytes, base64 after the `whsec_` prefix.
 _PREFIX = "whsec_"
 _MIN_SECRET, _MAX_SECRET = 24, 64
@@ -127,6 +131,11 @@ class Endpoint:
         return any(matches(self.events, name) for name in ACCOUNT_EVENTS)
 
     @property
+    def wants_logged_events(self) -> bool:
+        """Whether it is sent any event of the store's shared event log (accounts, approvals)."""
+        return any(matches(self.events, name) for name in _LOGGED)
+
+    @property
     def wants_audit_events(self) -> bool:
         return any(matches(self.events, name) for name in AUDIT_EVENTS)
 
@@ -189,7 +198,7 @@ def _check_events(events: Sequence[str], where: str) -> None:
         if known is None or (kind != "*" and name not in known):
             raise ConfigurationError(
                 f"{where}: `events` names {name!r}, which is no event; use {', '.join(f'{f}.*' for f in _FAMILIES)} "
-                f"or one of {', '.join((*ACCOUNT_EVENTS, *AUDIT_EVENTS))}"
+                f"or one of {', '.join((*ACCOUNT_EVENTS, *APPROVAL_EVENTS, *AUDIT_EVENTS))}"
             )
 
 
