@@ -5,6 +5,7 @@ and one event per change."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import anyio
 import pytest
@@ -440,3 +441,20 @@ async def test_requests_past_their_time_no_longer_count_toward_the_cap(
 
     assert (await service.request("alice", [], ask(arguments={"n": 3}))).status == "pending"
     assert (await event_types(store)).count("approval.expired") == 3
+
+
+async def test_the_request_a_status_link_showed_is_followed_when_it_is_the_callers_and_for_this_call(
+    service: ApprovalService,
+) -> None:
+    shown = await service.request("alice", [], ask(flow="flow-1"))
+    await service.decide(BOB, shown.id, "deny", "no", digest=shown.digest)
+
+    # A flow the request never saw, following it (the id came from its sealed state): the denial, not a new request.
+    followed = await service.request("alice", [], replace(ask(flow="flow-9"), following=shown.id))
+    assert (followed.id, followed.status) == (shown.id, "denied")
+    # Another caller's id, or one for another call, is ignored.
+    erins = await service.request("erin", [], ask(requester="erin"))
+    ignored = await service.request("alice", [], replace(ask(flow="flow-8"), following=erins.id))
+    assert ignored.id not in (erins.id, shown.id) and ignored.status == "pending"
+    other_call = await service.request("alice", [], replace(ask(arguments={"x": 1}), following=shown.id))
+    assert other_call.id != shown.id and other_call.status == "pending"
