@@ -29,6 +29,7 @@ from askback.approvals.policy import outcome, refusal
 from askback.approvals.records import ApprovalRecord, Approver, Decided, Decision, Vote
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
+from askback.audit.event import EventKind
 from askback.clock import Clock
 from askback.core.approving import ApprovalAsk, ApprovalState, ApprovalStatus, approval_digest
 from askback.core.caller import MAX_PRINCIPAL
@@ -73,7 +74,7 @@ class _Changes:
 
     def note(
         self,
-        kind: str,
+        kind: EventKind,
         record: ApprovalRecord,
         *,
         principal: str | None,
@@ -93,7 +94,7 @@ class _Changes:
         }
         self.audit.append(
             AuditEvent(
-                event=kind,  # type: ignore[arg-type]  # one of EventKind's approval.* kinds
+                event=kind,
                 at=self.at,
                 tool=record.tool,
                 flow_id=flow_id or record.flow_id,
@@ -281,7 +282,7 @@ class ApprovalService:
                 ended_why = reason if decided == "denied" and reason else None
                 rows.set_status(conn, record, decided, at=changes.at, reason=ended_why)
                 record = replace(record, status=decided, decided_at=changes.at, reason=ended_why)
-            kind = "approval.approved" if decision == "approve" else "approval.denied"
+            kind: EventKind = "approval.approved" if decision == "approve" else "approval.denied"
             changes.note(
                 kind,
                 record,
