@@ -329,7 +329,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"alembic", "anyio", "opentelemetry", "sqlalchemy"}),
     ),
     "askback.web.pages": (
-        frozenset({"PageKit", "SignIn", "safe_next_path", "security_headers"}),
+        frozenset({"PageKit", "PersonSignIn", "SignIn", "SignedInPerson", "safe_next_path", "security_headers"}),
         frozenset({"anyio", "jinja2", "starlette"}),
     ),
 }

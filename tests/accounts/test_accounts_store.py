@@ -32,7 +32,7 @@ async def test_the_accounts_migration_creates_exactly_the_tables_its_models_desc
             "accounts": "a002",
             "runtime": "r004",
             "webhooks": "w001",
-            "identity": "i001",
+            "identity": "i002",
             "approvals": "p001",
         }
     finally:

@@ -158,7 +158,7 @@ async def test_the_sessions_migration_creates_exactly_the_table_its_model_descri
 
         async with store.database.engine.connect() as conn:
             found = await conn.run_sync(differences)
-        assert await store.database.revisions() == {"identity": "i001"}
+        assert await store.database.revisions() == {"identity": "i002"}
     finally:
         await store.close()
     assert [d for d in found if not (d[0] == "remove_table" and d[1].name == MIGRATIONS.version_table)] == []

@@ -36,7 +36,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -51,7 +51,7 @@ from askback.accounts.service import AccountService, Failed, Redirect, SignInVer
 from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError, InvalidParamsError
 from askback.web.asgi import FormGuard, FormRefusal
-from askback.web.pages import PageKit, SignIn, safe_next_path
+from askback.web.pages import PageKit, SignedInPerson, SignIn, safe_next_path
 
 __all__ = ["BROWSER_COOKIE", "CSRF_COOKIE", "MAX_FORM_BYTES", "PAGE_HEADERS", "DevelopmentSignIn", "pages_app"]
 
@@ -116,22 +116,33 @@ class DevelopmentSignIn:
     The signed-in user is the cookie `askback_dev_user`, `<name>.<HMAC-SHA256 of the name under secret>`; a cookie
     without a valid signature (unsigned, tampered, signed with another secret) is nobody. `pages_app` serves its
     page at `<prefix>/dev/sign-in?next=<path>`, which sets the cookie and then redirects to `next` when it is a
-    path on this site (never to another site)."""
+    path on this site (never to another site).
+
+    It is a `PersonSignIn` too: `groups` gives each user name its groups (for the approvals' pages in development
+    and the demo), and the method is `development`."""
 
     COOKIE = "askback_dev_user"
     PATH = "/dev/sign-in"
 
-    def __init__(self, secret: str | bytes) -> None:
+    def __init__(self, secret: str | bytes, *, groups: Mapping[str, Iterable[str]] | None = None) -> None:
         key = secret.encode() if isinstance(secret, str) else bytes(secret)
         if len(key) < 16:
             raise ValueError("DevelopmentSignIn needs a secret of at least 16 bytes (secrets.token_bytes(32)).")
         self._key = key
+        if any(isinstance(names, str) for names in (groups or {}).values()):
+            raise ValueError("DevelopmentSignIn's groups give each user a collection of group names, not one string.")
+        self._groups = {user: frozenset(names) for user, names in (groups or {}).items()}
 
     def __repr__(self) -> str:
         return "DevelopmentSignIn()"
 
     async def __call__(self, request: Request) -> str | None:
         return self.user_of(request.cookies.get(self.COOKIE))
+
+    async def person(self, request: Request) -> SignedInPerson | None:
+        """The user signed in on `request`, with the groups given for them."""
+        user = self.user_of(request.cookies.get(self.COOKIE))
+        return None if user is None else SignedInPerson(user, self._groups.get(user, frozenset()), "development")
 
     def sign_in_url(self, request: Request, next_path: str) -> str | None:
         """Its page on the account pages `request` was sent to, coming back to `next_path` (a path on this site)."""

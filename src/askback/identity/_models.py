@@ -8,7 +8,7 @@ needs a new migration beside it.
 
 from __future__ import annotations
 
-from sqlalchemy import Float, String
+from sqlalchemy import Float, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from askback.db.orm import product_metadata
@@ -23,7 +23,8 @@ class Base(DeclarativeBase):
 
 
 class SessionRow(Base):
-    """One person's session in one browser: the digest of its id, the person, when it began and when it ends."""
+    """One person's session in one browser: the digest of its id, the person, their groups as the sign-in gave them
+    (a JSON list of names), when it began and when it ends."""
 
     __tablename__ = "askback_people_sessions"
 
@@ -31,3 +32,4 @@ class SessionRow(Base):
     principal: Mapped[str] = mapped_column(String(1024), index=True)
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float, index=True)
+    groups: Mapped[str] = mapped_column(Text, server_default="[]")

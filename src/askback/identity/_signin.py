@@ -10,8 +10,9 @@ The flow is the authorization code flow with PKCE (S256), a `state` and a `nonce
    cookie holds (a callback brought by another browser, or after ten minutes, is refused), the code is redeemed at
    the token endpoint (client_secret_basic, with the verifier), and the ID token verified (signature against the
    issuer's published keys, `iss`, `aud`, times, `nonce`);
-4. a session begins in the shared store (`_sessions`: the person, for `ASKBACK_SESSION_TTL`, at most
-   `ASKBACK_SESSIONS_PER_PERSON` of them), the session cookie `askback_session` is set (its random id, signed;
+4. a session begins in the shared store (`_sessions`: the person and the groups the ID token's
+   `ASKBACK_SIGNIN_GROUPS_CLAIM` lists, odd names and those past 64 dropped (`_groups`), for `ASKBACK_SESSION_TTL`,
+   at most `ASKBACK_SESSIONS_PER_PERSON` of them), the session cookie `askback_session` is set (its random id, signed;
    HttpOnly, SameSite=Lax, Secure unless the site is plain http on loopback, Path=/) and the person sent (303) back
    to `next`, a path on this site only.
 
@@ -20,9 +21,10 @@ session in the store, for every copy of the cookie on every instance, and clears
 is set. Nothing the issuer sends (a code, a token) is ever written in a page or a message.
 
 `PeopleSignIn` is an `askback.web.pages.SignIn` (who is signed in, where to sign in) for the account pages and the web
-inbox, and an `askback.extension.Extension` that keeps its sessions in the app's store (its own migrations) and serves
-these routes `Open()` under `prefix`. Its settings are one `SignInSettings` (`_signin_settings`), whoever reads them;
-the issuer's metadata, keys and token endpoint are reached through `SignInIssuer` (`_signin_issuer`).
+inbox, a `PersonSignIn` (who, with their groups, signed in by `oidc <issuer>`) for the approvals' pages, and an
+`askback.extension.Extension` that keeps its sessions in the app's store (its own migrations) and serves these routes
+`Open()` under `prefix`. Its settings are one `SignInSettings` (`_signin_settings`), whoever reads them; the issuer's
+metadata, keys and token endpoint are reached through `SignInIssuer` (`_signin_issuer`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from askback.core.caller import principal_of
 from askback.errors import ConfigurationError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 from askback.identity import schema
+from askback.identity._groups import MAX_GROUPS, claimed_groups
 from askback.identity._holdback import HoldBack
 from askback.identity._jwt import verify_id_token
 from askback.identity._session import PENDING_TTL, PendingSignIn, SessionSigner, code_challenge
@@ -51,7 +54,7 @@ from askback.identity._sessions import Sessions
 from askback.identity._signin_issuer import DISCOVERY_INTERVAL, SignInIssuer
 from askback.identity._signin_settings import SignInSettings
 from askback.web.asgi import FormGuard
-from askback.web.pages import PageKit, safe_next_path
+from askback.web.pages import PageKit, SignedInPerson, safe_next_path
 
 __all__ = ["PeopleSignIn"]
 
@@ -81,11 +84,11 @@ class PeopleSignIn:
 
     `base_url` is where people reach the site (https, or http on loopback for development): the redirect URI
     registered at the issuer is `{base_url}{prefix}/callback`. `session_secret` (at least 32 bytes, the same on
-    every instance) signs the cookies; `principal_claim` of the ID token names the person; a session lasts
-    `session_ttl` seconds and one person holds at most `sessions_per_person` (both from the settings it is started
-    with when `None`: `ASKBACK_SESSION_TTL`, `ASKBACK_SESSIONS_PER_PERSON`). `http` is the client for the issuer
-    (one of its own when `None`, closed by `close`). Sessions live in the store it is started with (`start`), so it
-    serves nobody before it starts.
+    every instance) signs the cookies; `principal_claim` of the ID token names the person and `groups_claim` lists
+    their groups (kept with the session: `person`); a session lasts `session_ttl` seconds and one person holds at
+    most `sessions_per_person` (both from the settings it is started with when `None`: `ASKBACK_SESSION_TTL`,
+    `ASKBACK_SESSIONS_PER_PERSON`). `http` is the client for the issuer (one of its own when `None`, closed by
+    `close`). Sessions live in the store it is started with (`start`), so it serves nobody before it starts.
 
     The person is a principal as `askback.core.caller.principal_of` spells it, the deployment's home issuer being
     `tokens_issuer` (the issuer of `/mcp`'s tokens, `ASKBACK_AUTH_ISSUER`) when one is given, else `issuer`: people
@@ -104,6 +107,7 @@ class PeopleSignIn:
         base_url: str,
         session_secret: SecretStr | str | bytes,
         principal_claim: str = "sub",
+        groups_claim: str = "groups",
         tokens_issuer: str | None = None,
         session_ttl: float | None = None,
         sessions_per_person: int | None = None,
@@ -118,6 +122,7 @@ class PeopleSignIn:
             base_url=base_url,
             session_secret=session_secret,
             principal_claim=principal_claim,
+            groups_claim=groups_claim,
             tokens_issuer=tokens_issuer,
         )
         self._take(settings, session_ttl, sessions_per_person, prefix, http, clock)
@@ -158,6 +163,8 @@ class PeopleSignIn:
         self.base_url = settings.base_url
         self.prefix = "/" + prefix.strip("/")
         self.principal_claim = settings.principal_claim
+        self.groups_claim = settings.groups_claim
+        self.method = f"oidc {settings.issuer}"
         self._ttl_given, self._per_person_given = session_ttl, sessions_per_person
         self.session_ttl = float(session_ttl or 8 * 3600.0)
         self.sessions_per_person = sessions_per_person or 10
@@ -197,7 +204,8 @@ class PeopleSignIn:
         """The sign-in configured by `environ` (the process's environment when `None`), as `SignInSettings` reads
         it: the issuer `ASKBACK_SIGNIN_ISSUER` (people's issuer, when it is not the tokens' one) else
         `ASKBACK_AUTH_ISSUER`, `ASKBACK_SIGNIN_CLIENT_ID`, `ASKBACK_SIGNIN_CLIENT_SECRET`, `ASKBACK_SESSION_SECRET`,
-        `ASKBACK_PUBLIC_URL` and `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`); `ASKBACK_AUTH_ISSUER` is the tokens'
+        `ASKBACK_PUBLIC_URL`, `ASKBACK_AUTH_PRINCIPAL_CLAIM` (default `sub`) and `ASKBACK_SIGNIN_GROUPS_CLAIM` (default
+        `groups`); `ASKBACK_AUTH_ISSUER` is the tokens'
         issuer, whose subjects are bare principals. A missing or wrong value is a `ConfigurationError` naming it."""
         return cls.of(SignInSettings.from_environ(environ), prefix=prefix, http=http, clock=clock)
 
@@ -235,19 +243,29 @@ class PeopleSignIn:
             return None
         return await self._store().principal_of(session_id, now=self._clock.now())
 
+    async def person(self, request: Request) -> SignedInPerson | None:
+        """The person signed in on `request`, with the groups their sign-in gave them, while the session lasts."""
+        session_id = self._signer.session_id_of(request.cookies.get(self.COOKIE))
+        if session_id is None:
+            return None
+        found = await self._store().person_of(session_id, now=self._clock.now())
+        if found is None:
+            return None
+        return SignedInPerson(found[0], found[1], self.method)
+
     def sign_in_url(self, request: Request, next_path: str) -> str | None:
         """`{prefix}/sign-in`, coming back to `next_path` when it is a path on this site (else to `/`)."""
         back = safe_next_path(next_path) or "/"
         return f"{self._site_path}{self.prefix}/sign-in?{urlencode({'next': back})}"
 
-    async def session_cookie(self, principal: str) -> str:
-        """The value of a session cookie that signs `principal` in from now: a session begun in the store as a
-        sign-in begins one (for a deployment's own tests)."""
-        return self._signer.session_value(await self._begin(principal))
+    async def session_cookie(self, principal: str, groups: frozenset[str] = frozenset()) -> str:
+        """The value of a session cookie that signs `principal` (in `groups`) in from now: a session begun in the
+        store as a sign-in begins one (for a deployment's own tests)."""
+        return self._signer.session_value(await self._begin(principal, groups))
 
-    async def _begin(self, principal: str) -> str:
+    async def _begin(self, principal: str, groups: frozenset[str]) -> str:
         return await self._store().begin(
-            principal, now=self._clock.now(), ttl=self.session_ttl, per_person=self.sessions_per_person
+            principal, now=self._clock.now(), ttl=self.session_ttl, per_person=self.sessions_per_person, groups=groups
         )
 
     async def _redeem(self, code: str, state: str) -> str:
@@ -390,7 +408,21 @@ class PeopleSignIn:
                 f"{self.principal_claim} of its ID token). "
                 "Nobody was signed in.",
             )
-        session_id = await self._begin(person)
+        claimed = claimed_groups(claims.get(self.groups_claim))
+        if claimed.dropped:
+            # The count only: a name refused for holding odd characters has no place in a log line either.
+            what = (
+                "is not a list of names, so no group was kept"
+                if claimed.malformed
+                else f"held {claimed.dropped} name(s) that were dropped (not a name, too long, or past {MAX_GROUPS})"
+            )
+            logger.warning(
+                "people's sign-in: the ID token's claim %s %s",
+                self.groups_claim,
+                what,
+                extra={"dropped": claimed.dropped},
+            )
+        session_id = await self._begin(person, claimed.groups)
         response = _KIT.redirect(safe_next_path(pending.next_path) or "/")
         response.set_cookie(
             self.COOKIE,

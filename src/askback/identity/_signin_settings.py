@@ -8,6 +8,7 @@ for every reader: `PeopleSignIn.from_settings` on the hosted pages and `askback 
 | `ASKBACK_PUBLIC_URL` | where people reach the site (https; http on loopback only, for development) | none |
 | `ASKBACK_SESSION_SECRET` | signs the cookies: at least 32 bytes, the same on every instance | none |
 | `ASKBACK_AUTH_PRINCIPAL_CLAIM` | the ID token's claim that names the person | `sub` |
+| `ASKBACK_SIGNIN_GROUPS_CLAIM` | the ID token's claim that lists the person's groups (a list of names) | `groups` |
 | `ASKBACK_AUTH_ISSUER` | the issuer of `/mcp`'s tokens, whose subjects are bare principals | none |
 
 How long a session lasts and how many one person holds are askback's own settings (`ASKBACK_SESSION_TTL`,
@@ -39,6 +40,7 @@ VARIABLES: Mapping[str, tuple[str, str]] = {
     "base_url": ("ASKBACK_PUBLIC_URL", "the URL people reach the site at, such as https://tools.example.com"),
     "session_secret": ("ASKBACK_SESSION_SECRET", f"a session secret of at least {MIN_SECRET_BYTES} bytes"),
     "principal_claim": ("ASKBACK_AUTH_PRINCIPAL_CLAIM", "the ID token's claim that names the person"),
+    "groups_claim": ("ASKBACK_SIGNIN_GROUPS_CLAIM", "the ID token's claim that lists the person's groups"),
     "tokens_issuer": ("ASKBACK_AUTH_ISSUER", "the issuer of /mcp's tokens"),
 }
 _MAKE_SECRET = (
@@ -59,6 +61,7 @@ class SignInSettings(BaseModel):
     base_url: str
     session_secret: SecretBytes
     principal_claim: str = Field(default="sub", min_length=1)
+    groups_claim: str = Field(default="groups", min_length=1, max_length=255)
     tokens_issuer: str | None = None
     session_secret_made: bool = False
 
@@ -142,6 +145,7 @@ class SignInSettings(BaseModel):
             "base_url": read("ASKBACK_PUBLIC_URL") or served_at,
             "session_secret": read("ASKBACK_SESSION_SECRET"),
             "principal_claim": read("ASKBACK_AUTH_PRINCIPAL_CLAIM") or "sub",
+            "groups_claim": read("ASKBACK_SIGNIN_GROUPS_CLAIM") or "groups",
             "tokens_issuer": read("ASKBACK_AUTH_ISSUER"),
         }
         if values["session_secret"] is None and make_session_secret:

@@ -9,4 +9,4 @@ from askback.identity._models import VERSION_TABLE
 
 __all__ = ["MIGRATIONS"]
 
-MIGRATIONS = Component("identity", Path(__file__).parent / "migrations", VERSION_TABLE, head="i001")
+MIGRATIONS = Component("identity", Path(__file__).parent / "migrations", VERSION_TABLE, head="i002")

@@ -13,13 +13,13 @@ A product makes one `PageKit` over its folder of templates and its stylesheet (`
   pattern, with the `Origin` and `Sec-Fetch-Site` checks), and 303 redirects;
 - the app itself: the product's routes behind the headers and a body cap, every error (404, 405, 413, 500) answered
   with the product's own problem page;
-- `SignIn`, who the person in the browser is and where they sign in, and `safe_next_path`, the one check of where
-  a person may be sent back to.
+- `SignIn`, who the person in the browser is and where they sign in (`PersonSignIn`: with their groups, as a
+  `SignedInPerson`), and `safe_next_path`, the one check of where a person may be sent back to.
 
 The kit imports no product: every product may import it.
 """
 
 from askback.web.pages._kit import PageKit, security_headers
-from askback.web.pages._signin import SignIn, safe_next_path
+from askback.web.pages._signin import PersonSignIn, SignedInPerson, SignIn, safe_next_path
 
-__all__ = ["PageKit", "SignIn", "safe_next_path", "security_headers"]
+__all__ = ["PageKit", "PersonSignIn", "SignIn", "SignedInPerson", "safe_next_path", "security_headers"]

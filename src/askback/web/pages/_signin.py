@@ -6,16 +6,21 @@ and where to send a person who is not signed in (`sign_in_url(request, next_path
 them back to `next_path` once they are, or `None` when there is no page to send them to). The hosted account pages
 and the web inbox take one; `askback.identity.PeopleSignIn` (OpenID Connect) and the accounts' development sign-in
 are two.
+
+A sign-in that knows more than the principal is also a `PersonSignIn`: `await sign_in.person(request)` is the
+`SignedInPerson`, with the groups the sign-in gave them and how they signed in (the approvals' pages record both
+with a decision). Both sign-ins above are.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-__all__ = ["SignIn", "safe_next_path"]
+__all__ = ["PersonSignIn", "SignIn", "SignedInPerson", "safe_next_path"]
 
 _MAX_NEXT = 2048
 
@@ -32,6 +37,27 @@ class SignIn(Protocol):
     def sign_in_url(self, request: Request, next_path: str) -> str | None:
         """Where to send a person who is not signed in, to come back to `next_path` (a path on this site); `None`
         when there is no sign-in page."""
+        ...
+
+
+@dataclass(frozen=True)
+class SignedInPerson:
+    """The person who sent a request, as their sign-in names them: `principal` (as `askback.core.caller.principal_of`
+    spells it), the `groups` their sign-in gave them (each a name `askback.core.text.name_problem` accepts), and
+    `method`, how they signed in (`oidc <issuer>`, `development`)."""
+
+    principal: str
+    groups: frozenset[str] = field(default_factory=frozenset)
+    method: str = "sign-in"
+
+
+@runtime_checkable
+class PersonSignIn(Protocol):
+    """A sign-in that says who is signed in with their groups (`isinstance(x, PersonSignIn)` tells one from a sign-in
+    that knows only the principal)."""
+
+    async def person(self, request: Request) -> SignedInPerson | None:
+        """The person who sent `request`; `None` when nobody is signed in."""
         ...
 
 
