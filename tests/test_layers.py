@@ -119,6 +119,7 @@ def test_the_shared_layers_never_import_a_product(folder: str) -> None:
                     "askback.runtime",
                     "askback.identity",
                     "askback.webhooks",
+                    "askback.approvals",
                     "askback.cli",
                     "askback.demo",
                     "askback.testing",
@@ -160,6 +161,7 @@ PRODUCTS = {
     "runtime": "askback.runtime",
     "identity": "askback.identity",
     "webhooks": "askback.webhooks",
+    "approvals": "askback.approvals",
 }
 
 

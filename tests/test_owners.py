@@ -122,15 +122,16 @@ def test_answers_are_encoded_one_way_in_the_state_and_on_the_server() -> None:
 
 def test_every_product_names_its_tables_by_the_one_convention() -> None:
     from askback.accounts._models import Base as AccountsBase
+    from askback.approvals._models import Base as ApprovalsBase
     from askback.runtime._models import Base as RuntimeBase
     from askback.store.models import Base as StoreBase
 
-    bases = (StoreBase, AccountsBase, RuntimeBase)
+    bases = (StoreBase, AccountsBase, RuntimeBase, ApprovalsBase)
     assert all(
         dict(b.metadata.naming_convention) == {**dict(b.metadata.naming_convention), **NAMING_CONVENTION} for b in bases
     )
     # Each product keeps its own metadata: its Alembic history compares against its tables alone.
-    assert len({id(b.metadata) for b in bases}) == 3
+    assert len({id(b.metadata) for b in bases}) == len(bases)
 
 
 def test_the_protocol_revision_and_the_missing_capability_code_are_not_written_out_again() -> None:

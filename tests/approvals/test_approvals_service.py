@@ -5,6 +5,7 @@ and one event per change."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import anyio
 import pytest
@@ -237,13 +238,14 @@ async def test_a_decision_on_an_unknown_request_or_with_a_reason_that_cannot_be_
     assert (await service.get(record.id)) == record
 
 
+@pytest.mark.parametrize("policy", [ONE_OF_THREE, TWO_OF_THREE], ids=["one of three", "two of three"])
 async def test_concurrent_decisions_on_two_instances_complete_the_quorum_exactly_once(
-    store: Store, any_database: str, clock: FrozenClock
+    store: Store, any_database: str, clock: FrozenClock, policy: Approval
 ) -> None:
     other = await Store.open(any_database, migrate=False, components=all_components())
     try:
         services = [service_on(store, clock), service_on(other, clock)]
-        record = await services[0].request("alice", [], ask(ONE_OF_THREE))
+        record = await services[0].request("alice", [], ask(policy))
         results: list[Decided] = []
 
         async def decide(service: ApprovalService, approver: Approver) -> None:
@@ -256,11 +258,14 @@ async def test_concurrent_decisions_on_two_instances_complete_the_quorum_exactly
     finally:
         await other.close()
 
-    assert sorted(r.counted for r in results) == [False, False, True]
+    assert sum(r.counted for r in results) == policy.required
     assert {r.refusal for r in results if not r.counted} == {"not_pending"}
+    assert [r.record.status for r in results].count("approved") == 3 - policy.required + 1
     assert await event_types(store) == ["approval.requested", "approval.decided"]
     final = await services[0].get(record.id)
-    assert final is not None and final.status == "approved" and len(final.votes) == 1
+    assert final is not None and final.status == "approved" and len(final.votes) == policy.required
+    assert (await audit_kinds(store)).count("approval.approved") == policy.required
+    assert (await store.audit_log.verify()).ok
 
 
 # --- expiry, withdrawal, consumption -----------------------------------------------------------------------------
@@ -425,3 +430,31 @@ async def test_an_unauthenticated_callers_requests_are_reused_and_capped_togethe
         await service.request(None, [], ask(requester=None, arguments={"n": 9}))
     # Nobody's request is no one's to approve as its requester, and anyone named may.
     assert (await service.decide(BOB, first.id, "approve", "", digest=first.digest)).counted
+
+
+async def test_requests_past_their_time_no_longer_count_toward_the_cap(
+    service: ApprovalService, store: Store, clock: FrozenClock
+) -> None:
+    for n in range(3):
+        await service.request("alice", [], ask(arguments={"n": n}))
+    clock.advance(TWO_OF_THREE.ttl)
+
+    assert (await service.request("alice", [], ask(arguments={"n": 3}))).status == "pending"
+    assert (await event_types(store)).count("approval.expired") == 3
+
+
+async def test_the_request_a_status_link_showed_is_followed_when_it_is_the_callers_and_for_this_call(
+    service: ApprovalService,
+) -> None:
+    shown = await service.request("alice", [], ask(flow="flow-1"))
+    await service.decide(BOB, shown.id, "deny", "no", digest=shown.digest)
+
+    # A flow the request never saw, following it (the id came from its sealed state): the denial, not a new request.
+    followed = await service.request("alice", [], replace(ask(flow="flow-9"), following=shown.id))
+    assert (followed.id, followed.status) == (shown.id, "denied")
+    # Another caller's id, or one for another call, is ignored.
+    erins = await service.request("erin", [], ask(requester="erin"))
+    ignored = await service.request("alice", [], replace(ask(flow="flow-8"), following=erins.id))
+    assert ignored.id not in (erins.id, shown.id) and ignored.status == "pending"
+    other_call = await service.request("alice", [], replace(ask(arguments={"x": 1}), following=shown.id))
+    assert other_call.id != shown.id and other_call.status == "pending"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -23,13 +22,6 @@ from askback.errors import ConfigurationError, InvalidParamsError, LimitReachedE
 from askback.extension import Open
 
 pytestmark = pytest.mark.anyio
-
-
-@dataclass(frozen=True)
-class ActingCaller(Caller):
-    """A caller whose token says who acted for the principal (RFC 8693 `act`), as the core's caller will."""
-
-    actors: tuple[str, ...] = ()
 
 
 async def nobody(request: Any) -> None:
@@ -70,7 +62,7 @@ async def test_the_port_asks_as_the_caller_and_reports_the_state_with_its_status
     with pytest.raises(ConfigurationError, match="before their app started"):
         await setup.ports.approvals(Caller("alice")).request(ask(ONE_OF_THREE))
     async with app.running():
-        port = setup.ports.approvals(ActingCaller("alice", actors=("bob",)))
+        port = setup.ports.approvals(Caller("alice", actors=("bob",)))
         state = await port.request(ask(ONE_OF_THREE, flow="f1"))
         assert state.status == "pending" and state.required == 1
         assert state.status_url == f"https://tools.example.com/approvals/requests/{state.id}/status"

@@ -29,6 +29,8 @@ __all__ = [
     "PENDING",
     "PENDING_OF",
     "PENDING_OF_NOBODY",
+    "STALE_OF",
+    "STALE_OF_NOBODY",
     "add_vote",
     "create",
     "record_of",
@@ -60,6 +62,17 @@ PENDING_OF = (
     select(func.count()).select_from(_REQUESTS).where(_r.requester == bindparam("requester"), _r.status == "pending")
 )
 PENDING_OF_NOBODY = select(func.count()).select_from(_REQUESTS).where(_r.requester.is_(None), _r.status == "pending")
+# A requester's pending requests past their time, expired before the cap counts them.
+STALE_OF = (
+    select(_REQUESTS)
+    .where(_r.requester == bindparam("requester"), _r.status == "pending", _r.expires_at <= bindparam("now"))
+    .with_for_update()
+)
+STALE_OF_NOBODY = (
+    select(_REQUESTS)
+    .where(_r.requester.is_(None), _r.status == "pending", _r.expires_at <= bindparam("now"))
+    .with_for_update()
+)
 PENDING = select(_REQUESTS).where(_r.status == "pending").order_by(_r.created_at.desc(), _r.id).limit(PENDING_SCAN)
 _VOTES_OF = (
     select(_v.approver, _v.decision, _v.reason, _v.at, _v.method)

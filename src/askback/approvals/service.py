@@ -29,6 +29,7 @@ from askback.approvals.policy import outcome, refusal
 from askback.approvals.records import ApprovalRecord, Approver, Decided, Decision, Vote
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
+from askback.audit.event import EventKind
 from askback.clock import Clock
 from askback.core.approving import ApprovalAsk, ApprovalState, ApprovalStatus, approval_digest
 from askback.core.caller import MAX_PRINCIPAL
@@ -73,7 +74,7 @@ class _Changes:
 
     def note(
         self,
-        kind: str,
+        kind: EventKind,
         record: ApprovalRecord,
         *,
         principal: str | None,
@@ -93,7 +94,7 @@ class _Changes:
         }
         self.audit.append(
             AuditEvent(
-                event=kind,  # type: ignore[arg-type]  # one of EventKind's approval.* kinds
+                event=kind,
                 at=self.at,
                 tool=record.tool,
                 flow_id=flow_id or record.flow_id,
@@ -144,7 +145,9 @@ class ApprovalService:
         allowed per requester. Expired on read when its time has passed.
 
         A flow that asks again finds the request it waited on whatever became of it (denied, expired, withdrawn),
-        so that it can complete with that; a flow that never waited on a decided request gets a new one."""
+        so that it can complete with that; a flow that never waited on a decided request gets a new one. With
+        `ask.following` (the request the flow's status link showed), that request, when it is this requester's and
+        for this call, is the one the flow waited on; any other id is ignored."""
         stored_actors = self._checked_ask(requester, actors, ask)
         arguments = {k: (None if k in ask.approval.hidden else v) for k, v in ask.arguments.items()}
         arguments_json = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
@@ -162,20 +165,27 @@ class ApprovalService:
             hold_lock(conn, f"approvals of {requester!r}")
             found = conn.execute(rows.FOR_CALL, {"digest": ask.digest, "requester": requester}).all()
             records = [self._fresh(conn, row, changes) for row in found]
-            mine = next((r for r in records if flow == r.flow_id or flow in r.flows), None)
+            mine = self._followed(conn, records, requester, ask, changes) or next(
+                (r for r in records if flow == r.flow_id or flow in r.flows), None
+            )
             if mine is not None:
                 if mine.status == "approved":
-                    return self._consume(conn, mine, flow, changes)
+                    return self._consume(conn, self._attach(conn, mine, flow), flow, changes)
                 if mine.status != "consumed" or mine.consumed_by_flow == flow:
-                    return mine
+                    return self._attach(conn, mine, flow)
             pending = next((r for r in records if r.status == "pending"), None)
             if pending is not None:
                 return self._attach(conn, pending, flow)
             approved = next((r for r in records if r.status == "approved"), None)
             if approved is not None:
                 return self._consume(conn, self._attach(conn, approved, flow), flow, changes)
+            # A request past its time no longer counts: expired now, with its audit row and event.
+            nobody = requester is None
+            stale = rows.STALE_OF_NOBODY if nobody else rows.STALE_OF
+            for row in conn.execute(stale, {"requester": requester, "now": changes.at}).all():
+                self._fresh(conn, row, changes)
             count = conn.execute(
-                rows.PENDING_OF_NOBODY if requester is None else rows.PENDING_OF, {"requester": requester}
+                rows.PENDING_OF_NOBODY if nobody else rows.PENDING_OF, {"requester": requester}
             ).scalar_one()
             if count >= self.pending_per_requester:
                 raise _too_many_pending(self.pending_per_requester)
@@ -272,7 +282,7 @@ class ApprovalService:
                 ended_why = reason if decided == "denied" and reason else None
                 rows.set_status(conn, record, decided, at=changes.at, reason=ended_why)
                 record = replace(record, status=decided, decided_at=changes.at, reason=ended_why)
-            kind = "approval.approved" if decision == "approve" else "approval.denied"
+            kind: EventKind = "approval.approved" if decision == "approve" else "approval.denied"
             changes.note(
                 kind,
                 record,
@@ -354,6 +364,21 @@ class ApprovalService:
         changes.note("approval.expired", record, principal=record.requester)
         changes.event(EXPIRED, record)
         return record
+
+    def _followed(
+        self, conn: Any, records: list[ApprovalRecord], requester: str | None, ask: ApprovalAsk, changes: _Changes
+    ) -> ApprovalRecord | None:
+        """The request the flow's status link showed (`ask.following`, from the sealed state) when it is this
+        requester's and for this call; `None` otherwise (another's, unknown, another call: ignored)."""
+        if ask.following is None:
+            return None
+        found = next((r for r in records if r.id == ask.following), None)
+        if found is not None:
+            return found
+        row = conn.execute(rows.BY_ID_LOCKED, {"id": ask.following}).first()
+        if row is None or row.requester != requester or row.digest != ask.digest:
+            return None
+        return self._fresh(conn, row, changes)
 
     def _attach(self, conn: Any, record: ApprovalRecord, flow: str) -> ApprovalRecord:
         if flow in record.flows:
