@@ -26,6 +26,7 @@ from askback.accounts.pages import DevelopmentSignIn
 from askback.approvals.pages import CSRF_COOKIE, PAGE_HEADERS, pages_app
 from askback.approvals.service import Approver
 from askback.approvals.setup import ApprovalsSetup
+from askback.clock import FrozenClock
 from askback.core.approving import Approval, ApprovalAsk, approval_digest
 from askback.core.caller import Caller
 from askback.extension import ExtensionContext
@@ -376,3 +377,31 @@ async def test_the_pages_the_approvals_setup_mounts_serve_its_requests_with_its_
 def test_the_development_sign_in_refuses_groups_given_as_one_string() -> None:
     with pytest.raises(ValueError, match="collection of group names"):
         DevelopmentSignIn(secrets.token_bytes(32), groups={"carol": "finance"})
+
+
+async def test_the_pages_the_setup_mounts_read_the_apps_clock_and_answer_its_allowed_hosts(
+    make_settings: Callable[..., Any],
+) -> None:
+    sign_in = DevelopmentSignIn(secrets.token_bytes(32))
+    clock = FrozenClock(at=1_900_000_000.0)  # years ahead of the machine's own time
+    setup = ApprovalsSetup(sign_in=sign_in, base_url=BASE)
+    settings = make_settings(allowed_hosts="tools.internal")
+    app = Askback("payments", settings=settings, clock=clock, extensions=[setup])
+    [mounted] = setup.mounts
+    served = httpx.ASGITransport(app=Starlette(routes=[Mount(mounted.path, app=mounted.app)]))
+    digest = approval_digest(
+        tool="pay_invoice", arguments=ARGUMENTS, answers={}, requester="alice", policy=PAY.policy()
+    )
+    async with app.running(), httpx.AsyncClient(transport=served, base_url="http://tools.internal") as http:
+        assert setup.ports.approvals is not None
+        state = await setup.ports.approvals(Caller("alice")).request(
+            ApprovalAsk(PAY, "pay_invoice", ARGUMENTS, {}, digest, "flow-1")
+        )
+        http.cookies = httpx.Cookies({DevelopmentSignIn.COOKIE: sign_in.cookie_value("bob")})
+        open_now = await http.get(f"{PREFIX}/requests/{state.id}")
+        clock.advance(PAY.ttl + 1)
+        later = await http.get(f"{PREFIX}/requests/{state.id}")
+        elsewhere = await http.get(f"{PREFIX}/", headers={"Host": "attacker.example"})
+    assert open_now.status_code == 200 and 'name="digest"' in open_now.text
+    assert later.status_code == 200 and 'name="digest"' not in later.text and "expired" in main_text(later).lower()
+    assert elsewhere.status_code == 421

@@ -37,6 +37,7 @@ from askback.errors import ConfigurationError, DefinitionError, InvalidParamsErr
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 
 if TYPE_CHECKING:
+    from askback.clock import Clock
     from askback.core.caller import Caller
 
 __all__ = ["ApprovalsSetup"]
@@ -83,6 +84,9 @@ class ApprovalsSetup:
             self.mounts = (Mounted(self.prefix, _LazyPages(self), auth=Open(), public_url=base_url),)
         self._service: ApprovalService | None = None
         self._events: ApprovalEvents | None = None
+        # The app's clock and the extra hosts it answers (ASKBACK_ALLOWED_HOSTS), for the pages: set at start.
+        self._clock: Clock | None = None
+        self._hosts: tuple[str, ...] = ()
 
     def status_url(self, approval_id: str) -> str:
         """The requester's status page of a request."""
@@ -97,6 +101,8 @@ class ApprovalsSetup:
             pending_per_requester=context.settings.pending_approvals_per_principal,
         )
         self._events = ApprovalEvents(context.store.events)
+        self._clock = context.clock
+        self._hosts = tuple(context.settings.allowed_hosts)
 
     async def close(self) -> None:
         self._service = None
@@ -179,5 +185,7 @@ class _LazyPages:
                         base_url=setup.base_url,
                         prefix=setup.prefix,
                         directory=setup.directory,
+                        clock=setup._clock,
+                        hosts=setup._hosts,
                     )
         await self._app(scope, receive, send)
