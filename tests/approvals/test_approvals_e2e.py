@@ -65,14 +65,25 @@ async def page(served: Served, user: str, path: str, form: dict[str, str] | None
         return await http.post(path, data={**form, "csrf": token}, headers={"Origin": served.base})
 
 
-async def decide(served: Served, user: str, status_url: str, decision: str, reason: str) -> httpx.Response:
-    request_path = status_url.removeprefix(served.base).removesuffix("/status")
-    opened = await page(served, user, request_path)
+async def shown_digest(served: Served, user: str, status_url: str) -> str:
+    """The digest the request's page shows `user` in its form (the page must offer them one)."""
+    opened = await page(served, user, status_url.removeprefix(served.base).removesuffix("/status"))
     assert opened.status_code == 200, opened.text
     found = re.search(r'name="digest" value="([0-9a-f]{64})"', opened.text)
     assert found is not None, opened.text
-    form = {"digest": found.group(1), "decision": decision, "reason": reason}
-    return await page(served, user, request_path, form)
+    return found.group(1)
+
+
+async def send_decision(
+    served: Served, user: str, status_url: str, decision: str, reason: str, digest: str
+) -> httpx.Response:
+    request_path = status_url.removeprefix(served.base).removesuffix("/status")
+    return await page(served, user, request_path, {"digest": digest, "decision": decision, "reason": reason})
+
+
+async def decide(served: Served, user: str, status_url: str, decision: str, reason: str) -> httpx.Response:
+    digest = await shown_digest(served, user, status_url)
+    return await send_decision(served, user, status_url, decision, reason, digest)
 
 
 async def waiting(served: Served, name: str) -> tuple[str, str]:
