@@ -49,6 +49,9 @@ _MAX_ACTORS = 64
 # The flows one request remembers as waiting on it (the newest).
 _MAX_FLOWS = 32
 _T = TypeVar("_T")
+# What a request's time to live ends: waiting for its decision, and an approval not yet used by the call it approves
+# (a call approved and never made is not approved for ever).
+_ENDS_AT_ITS_TIME = frozenset({"pending", "approved"})
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 # What a multi-line text shown to people may not hold: controls (but the line feed and tab), format characters
 # (bidirectional overrides among them), separators, surrogates, private and unassigned code points.
@@ -358,10 +361,10 @@ class ApprovalService:
             raise InvalidParamsError(f"This decision cannot be recorded: {problem}.")
 
     def _fresh(self, conn: Any, row: Any, changes: _Changes) -> ApprovalRecord:
-        """The record `row` holds, expired now (its audit row and event written) when it was pending past its
-        time. The caller holds the row's lock."""
+        """The record `row` holds, expired now (its audit row and event written) when it was pending, or approved
+        and not yet consumed, past its time. The caller holds the row's lock."""
         record = rows.record_of(row, rows.votes_of(conn, row.id))
-        if record.status != "pending" or changes.at < record.expires_at:
+        if record.status not in _ENDS_AT_ITS_TIME or changes.at < record.expires_at:
             return record
         rows.set_status(conn, record, "expired", at=changes.at)
         record = replace(record, status="expired", decided_at=changes.at)
@@ -415,7 +418,7 @@ class ApprovalService:
             return [rows.record_of(row, rows.votes_of(conn, row.id)) for row in conn.execute(statement, params).all()]
 
         found = await self.database.transaction(read, doing="read approval requests")
-        due = {r.id for r in found if r.status == "pending" and now >= r.expires_at}
+        due = {r.id for r in found if r.status in _ENDS_AT_ITS_TIME and now >= r.expires_at}
         if not due or not expire:
             return found
 
