@@ -199,7 +199,7 @@ async def test_an_expired_request_completes_saying_nothing_was_done() -> None:
     ran: list[str] = []
     outcome = await go(flow_of(ScriptedApprovals([pending(status="expired")])), ran)
     assert isinstance(outcome, Ended) and outcome.reason == "approval_expired"
-    assert "expired before it was approved, so nothing was done" in outcome.text and ran == []
+    assert "expired before it was approved and used, so nothing was done" in outcome.text and ran == []
 
 
 async def test_a_withdrawn_request_completes_saying_so() -> None:

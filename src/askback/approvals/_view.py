@@ -77,7 +77,7 @@ def refusal_text(why: Refusal, record: ApprovalRecord, now: float) -> str:
 
 
 def _status(record: ApprovalRecord, now: float) -> str:
-    status = "expired" if record.status == "pending" and now >= record.expires_at else record.status
+    status = "expired" if record.status in ("pending", "approved") and now >= record.expires_at else record.status
     return _OUTCOMES.get(status, status)
 
 

@@ -4,7 +4,7 @@
             approve (quorum reached)
  pending ─────────────────────────────▶ approved ──consumed by a flow──▶ consumed
     │  first deny ──────────────────────▶ denied
-    │  its time passes (seen on a read) ─▶ expired
+    │  its time passes (seen on a read) ─▶ expired ◀── its time passes before a flow consumes it (approved)
     └─ the requester withdraws ─────────▶ withdrawn
 ```
 
@@ -44,7 +44,7 @@ REFUSALS: Mapping[Refusal, str] = {
 
 TRANSITIONS: Mapping[ApprovalStatus, frozenset[ApprovalStatus]] = {
     "pending": frozenset({"approved", "denied", "expired", "withdrawn"}),
-    "approved": frozenset({"consumed"}),
+    "approved": frozenset({"consumed", "expired"}),
     "denied": frozenset(),
     "expired": frozenset(),
     "withdrawn": frozenset(),

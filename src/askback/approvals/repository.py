@@ -98,6 +98,7 @@ BY_STATUS: Mapping[ApprovalStatus, Any] = {
     for status in get_args(ApprovalStatus)
 }
 _SET_FLOWS = update(_REQUESTS).where(_r.id == bindparam("b_id")).values(flows=bindparam("b_flows"))
+_SET_ACTORS = update(_REQUESTS).where(_r.id == bindparam("b_id")).values(actors=bindparam("b_actors"))
 
 
 def _approval(policy: Mapping[str, Any]) -> Approval:
@@ -200,6 +201,10 @@ def set_status(
 
 def set_flows(conn: Any, request_id: str, flows: Iterable[str]) -> None:
     conn.execute(_SET_FLOWS, {"b_id": request_id, "b_flows": json.dumps(list(flows))})
+
+
+def set_actors(conn: Any, request_id: str, actors: Iterable[str]) -> None:
+    conn.execute(_SET_ACTORS, {"b_id": request_id, "b_actors": json.dumps(list(actors))})
 
 
 def add_vote(conn: Any, request_id: str, vote: Vote) -> None:

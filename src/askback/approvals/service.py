@@ -49,6 +49,9 @@ _MAX_ACTORS = 64
 # The flows one request remembers as waiting on it (the newest).
 _MAX_FLOWS = 32
 _T = TypeVar("_T")
+# What a request's time to live ends: waiting for its decision, and an approval not yet used by the call it approves
+# (a call approved and never made is not approved for ever).
+_ENDS_AT_ITS_TIME = frozenset({"pending", "approved"})
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 # What a multi-line text shown to people may not hold: controls (but the line feed and tab), format characters
 # (bidirectional overrides among them), separators, surrogates, private and unassigned code points.
@@ -164,21 +167,25 @@ class ApprovalService:
             # turns, and the second finds what the first made.
             hold_lock(conn, f"approvals of {requester!r}")
             found = conn.execute(rows.FOR_CALL, {"digest": ask.digest, "requester": requester}).all()
-            records = [self._fresh(conn, row, changes) for row in found]
+            # A request an actor of this call's token approved (or one whose actors could not all be kept) is not
+            # this call's: an agent acting for the requester never goes on with an approval it gave itself.
+            records = [r for r in (self._fresh(conn, row, changes) for row in found) if _serves(r, stored_actors)]
             mine = self._followed(conn, records, requester, ask, changes) or next(
                 (r for r in records if flow == r.flow_id or flow in r.flows), None
             )
+            if mine is not None and not _serves(mine, stored_actors):
+                mine = None
             if mine is not None:
                 if mine.status == "approved":
-                    return self._consume(conn, self._attach(conn, mine, flow), flow, changes)
+                    return self._consume(conn, self._attach(conn, mine, flow, stored_actors), flow, changes)
                 if mine.status != "consumed" or mine.consumed_by_flow == flow:
-                    return self._attach(conn, mine, flow)
+                    return self._attach(conn, mine, flow, stored_actors)
             pending = next((r for r in records if r.status == "pending"), None)
             if pending is not None:
-                return self._attach(conn, pending, flow)
+                return self._attach(conn, pending, flow, stored_actors)
             approved = next((r for r in records if r.status == "approved"), None)
             if approved is not None:
-                return self._consume(conn, self._attach(conn, approved, flow), flow, changes)
+                return self._consume(conn, self._attach(conn, approved, flow, stored_actors), flow, changes)
             # A request past its time no longer counts: expired now, with its audit row and event.
             nobody = requester is None
             stale = rows.STALE_OF_NOBODY if nobody else rows.STALE_OF
@@ -354,10 +361,10 @@ class ApprovalService:
             raise InvalidParamsError(f"This decision cannot be recorded: {problem}.")
 
     def _fresh(self, conn: Any, row: Any, changes: _Changes) -> ApprovalRecord:
-        """The record `row` holds, expired now (its audit row and event written) when it was pending past its
-        time. The caller holds the row's lock."""
+        """The record `row` holds, expired now (its audit row and event written) when it was pending, or approved
+        and not yet consumed, past its time. The caller holds the row's lock."""
         record = rows.record_of(row, rows.votes_of(conn, row.id))
-        if record.status != "pending" or changes.at < record.expires_at:
+        if record.status not in _ENDS_AT_ITS_TIME or changes.at < record.expires_at:
             return record
         rows.set_status(conn, record, "expired", at=changes.at)
         record = replace(record, status="expired", decided_at=changes.at)
@@ -380,7 +387,14 @@ class ApprovalService:
             return None
         return self._fresh(conn, row, changes)
 
-    def _attach(self, conn: Any, record: ApprovalRecord, flow: str) -> ApprovalRecord:
+    def _attach(self, conn: Any, record: ApprovalRecord, flow: str, actors: Sequence[str] = ()) -> ApprovalRecord:
+        """`record` with `flow` among the flows waiting on it, and, while it is still to be decided, the actors of
+        this call's token among those who may not decide it (every call that waits on a request adds its own)."""
+        if record.status == "pending":
+            merged = tuple(dict.fromkeys((*record.actors, *actors)))
+            if merged != record.actors:
+                rows.set_actors(conn, record.id, merged)
+                record = replace(record, actors=merged)
         if flow in record.flows:
             return record
         # The flow that made it is `flow_id`; of the others, the newest are kept.
@@ -404,7 +418,7 @@ class ApprovalService:
             return [rows.record_of(row, rows.votes_of(conn, row.id)) for row in conn.execute(statement, params).all()]
 
         found = await self.database.transaction(read, doing="read approval requests")
-        due = {r.id for r in found if r.status == "pending" and now >= r.expires_at}
+        due = {r.id for r in found if r.status in _ENDS_AT_ITS_TIME and now >= r.expires_at}
         if not due or not expire:
             return found
 
@@ -441,6 +455,14 @@ class ApprovalService:
         for event in changes.audit:
             emit(event)
         return result
+
+
+def _serves(record: ApprovalRecord, actors: Sequence[str]) -> bool:
+    """Whether `record` may stand for a call whose token names `actors`: none of them approved it, and, while it is
+    pending, they can all be kept with it (so that none of them can decide it)."""
+    if any(vote.approver in actors for vote in record.votes if vote.decision == "approve"):
+        return False
+    return record.status != "pending" or len(set(record.actors).union(actors)) <= _MAX_ACTORS
 
 
 def _unknown(approval_id: str) -> InvalidParamsError:

@@ -81,7 +81,7 @@ def _with_service(database: str | None, work: Callable[[ApprovalService], Awaita
 
 
 def _status(record: ApprovalRecord, now: float) -> str:
-    return "expired" if record.status == "pending" and now >= record.expires_at else record.status
+    return "expired" if record.status in ("pending", "approved") and now >= record.expires_at else record.status
 
 
 def _summary(record: ApprovalRecord, now: float) -> dict[str, Any]:

@@ -398,8 +398,8 @@ async def approve(
         raise FlowEnded(f"Denied: {by} denied {title}{why}, so nothing was done.", "denied")
     if state.status == "expired":
         raise FlowEnded(
-            f"Expired: the approval request for {title} expired before it was approved, so nothing was done. Call "
-            "the tool again for a new request.",
+            f"Expired: the approval request for {title} expired before it was approved and used, so nothing was "
+            "done. Call the tool again for a new request.",
             "approval_expired",
         )
     if state.status == "withdrawn":
