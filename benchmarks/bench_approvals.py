@@ -258,13 +258,13 @@ async def flows(plan: Plan, wire: Wire, service: ApprovalService) -> None:
     steps = {"approval": ("request", "decide", "retry"), "confirm": ("round 1", "round 2")}
     flow_p50: dict[str, float] = {}
     flow_p99: dict[str, float] = {}
+    print(f"{'':<14} {'':<4} {'p50':>8} {'p99':>8}   each step: its p50 and p99")
     for side in ("confirm", "approval"):
         columns = [[t[i] for t in times[side]] for i in range(len(steps[side]))]
         total = [sum(t) for t in times[side]]
         flow_p50[side], flow_p99[side] = statistics.median(total), _p99(total)
         cells = "  ".join(f"{name} {_cells(col)}" for name, col in zip(steps[side], columns, strict=True))
         print(f"{side + ' flow':<14} flow {_cells(total)}   {cells}")
-    print(f"{'':<14} {'':<4} {'p50':>8} {'p99':>8}   (each step: p50 p99)")
     print(
         f"ratio approval/confirm  p50 {flow_p50['approval'] / flow_p50['confirm']:.2f}x  "
         f"p99 {flow_p99['approval'] / flow_p99['confirm']:.2f}x"
