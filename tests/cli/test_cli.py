@@ -106,8 +106,14 @@ def test_the_demo_runs_and_audit_answers_who_confirmed_the_deletion(tmp_path: Pa
     assert "alice" in words and "confirm_project" in words and "accept" in words, alices.stdout
     assert any("billing-legacy" in word for word in words), alices.stdout  # the answer, readable in full
 
-    replayed = askback("audit", "--database", "sqlite:///askback-demo.db", "--event", "replayed", cwd=tmp_path)
-    assert replayed.returncode == 0 and replayed.stdout.strip() == "no audit events match", replayed.stderr
+    # No round of the demo is replayed but the one it sends again on purpose: the drop's final round, which answers
+    # the first outcome and drops nothing more.
+    replayed = askback(
+        "audit", "--database", "sqlite:///askback-demo.db", "--event", "replayed", "--json", cwd=tmp_path
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    rows = [json.loads(line) for line in replayed.stdout.splitlines()]
+    assert [(row["tool"], row["principal"]) for row in rows] == [("drop_database", "bob")], replayed.stdout
 
     again = askback("demo", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
