@@ -1,6 +1,6 @@
 """The benchmarks still run: their quick modes complete and report a figure for each mode or configuration. Their
 figures are not checked here (timings on a shared machine are noise to a test); read them from
-`python benchmarks/bench_flow.py` and `python benchmarks/bench_scaleout.py`."""
+`python benchmarks/bench_flow.py`, `python benchmarks/bench_scaleout.py` and the others."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ SCALEOUT = ROOT / "benchmarks" / "bench_scaleout.py"
 RUNTIME = ROOT / "benchmarks" / "bench_runtime.py"
 PENDING = ROOT / "benchmarks" / "bench_pending.py"
 TASKS = ROOT / "benchmarks" / "bench_tasks.py"
+APPROVALS = ROOT / "benchmarks" / "bench_approvals.py"
 SCALEOUT_CONFIGS = (
     "(a) askback-sqlite-1",
     "(b) askback-pg-1",
@@ -94,3 +95,13 @@ def test_tasks_benchmark_runs_quick_and_reports_a_round_against_mrtr_growth_and_
     assert any(line.startswith("a waiting task's row holds ") for line in lines), output
     assert any(line.startswith("waiting: ") and "traced memory per waiting task" in line for line in lines), output
     assert any(line.startswith("after one tasks/get (answered -32602): 0 rows left") for line in lines), output
+
+
+def test_approvals_benchmark_runs_quick_and_reports_a_gated_flow_against_a_confirm_and_the_pages() -> None:
+    lines, output = quick(APPROVALS)
+    for side, steps in (("confirm flow", ("round 1", "round 2")), ("approval flow", ("request", "decide", "retry"))):
+        assert any(line.startswith(side) and all(step in line for step in steps) for line in lines), output
+    assert any(line.startswith("ratio approval/confirm ") and "p50" in line and "p99" in line for line in lines), output
+    for page in ("request page GET ", "decision POST "):
+        assert any(line.startswith(page) and "p50" in line for line in lines), output
+    assert any(line.startswith("requests in the store: ") and "consumed" in line for line in lines), output

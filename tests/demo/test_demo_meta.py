@@ -3,7 +3,8 @@ through the meta-tools of the demo server (served in both exposures) from a clie
 search_tools shows the tool needing a connection, execute_tool answers not_connected, connect_account gives her link
 and its host, the scripted person connects through it, check_readiness says ready, and execute_tool answers the
 summary. Her account is then ACTIVE in the demo's database. With `--interactive`, at a real terminal, the person
-opens erin's link (here with the scripted person's plain HTTP) and presses Enter, and the walk goes on."""
+opens erin's link (here with the scripted person's plain HTTP) and presses Enter, and the walk goes on (to the
+approval after it, which the person withdraws here: tests/demo/test_demo_approvals.py approves it)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,10 @@ def test_the_interactive_demo_waits_for_the_person_to_open_erins_link_and_press_
         open_the_link_and_press_enter("erin")
         demo.wait_for("check_readiness(name='summarize_inbox') -> ready: demo-mail ready")
         demo.wait_for("execute_tool(name='summarize_inbox') -> complete '3 messages for erin, 2 unread;")
+        demo.wait_for("Press Enter once erin has decided (a: the demo approves as erin, n: withdraw): ")
+        demo.type("n\r")  # bob withdraws his request to drop a database: nothing is dropped
+        demo.wait_for("Withdrawn: the approval request for Drop a database was withdrawn")
+        demo.wait_for("dropped: none")
         assert demo.wait_for_exit() == 0, demo.text
     finally:
         demo.close(port)

@@ -111,9 +111,12 @@ def test_the_demo_shows_carols_call_resumed_by_the_servers_webhook_when_her_gran
         "webhooks", "deliveries", "--json", "--attempts", "--database", "sqlite:///askback-demo.db", cwd=tmp_path
     )
     assert listed.returncode == 0, listed.stderr
-    # carol's grant, which resumed her call, then erin's from the META walk, which resumes nothing.
-    carols, erins = sorted(json.loads(listed.stdout), key=lambda d: d["id"])
+    # carol's grant, which resumed her call, then erin's from the META walk, which resumes nothing; then the decision
+    # on bob's request to drop a database, which resumes nothing either (his call is not parked in the runtime).
+    carols, erins, decided = sorted(json.loads(listed.stdout), key=lambda d: d["id"])
     assert (carols["type"], carols["status"], erins["type"]) == ("account.connected", "delivered", "account.connected")
     assert carols["url"].endswith("/webhooks/askback") and carols["attempt_log"][-1]["status"] == 200
-    bodies = delivery_bodies(tmp_path / "askback-demo.db")
-    assert sorted(json.loads(b)["data"]["principal"] for b in bodies) == ["carol", "erin"]
+    assert (decided["type"], decided["status"]) == ("approval.decided", "delivered")
+    bodies = [json.loads(b) for b in delivery_bodies(tmp_path / "askback-demo.db")]
+    connected = [b["data"]["principal"] for b in bodies if b["type"] == "account.connected"]
+    assert sorted(connected) == ["carol", "erin"]

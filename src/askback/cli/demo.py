@@ -26,8 +26,9 @@ def demo(
         ),
     ] = "sqlite:///askback-demo.db",
 ) -> None:
-    """Start the demo server with several workers and walk through a deletion, a production deploy, and a tool that
-    needs your mail account at Demo Mail, a development OAuth provider the demo starts on loopback."""
+    """Start the demo server with several workers and walk through a deletion, a production deploy, a tool that
+    needs your mail account at Demo Mail, a development OAuth provider the demo starts on loopback, and a database
+    drop that someone else in sre must approve first."""
     from askback.demo.run import run_demo
 
     if not 0 <= port <= 65535:

@@ -7,7 +7,9 @@ data lives in the same database as askback's own tables, seeded with `prj_99` = 
 
 With `ASKBACK_DEMO_MAIL_ISSUER` set (as `askback demo` sets it), a fifth tool, `summarize_inbox`, reads the caller's
 mailbox at Demo Mail, a development OAuth provider, through a connected account (`askback.demo.mail`); the hosted
-pages it links to are mounted at `/accounts`.
+pages it links to are mounted at `/accounts`. With `ASKBACK_DEMO_PUBLIC_URL` and `ASKBACK_DEMO_SIGN_IN_SECRET` set
+(as `askback demo` sets them too), `drop_database` waits until someone in `sre` approves the exact call on the
+approvals' pages at `/approvals` (`askback.demo.approving`), and `list_databases` shows what was dropped.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ import sqlalchemy as sa
 from mcp.server.mcpserver.exceptions import ToolError
 
 from askback import Argument, Askback, Choice, Confirm, Flow, Settings, current_principal, load_settings
+from askback.approvals.setup import ApprovalsSetup
 from askback.clock import Clock
+from askback.demo.approving import add_drop_database, approvals_from_env
 from askback.demo.mail import DemoMail, add_mail, mail_accounts, mail_from_env
+from askback.extension import Extension
 from askback.store import Store
 
 __all__ = ["build", "confirm_prod", "confirm_project", "pick_env", "server"]
@@ -90,11 +95,20 @@ confirm_prod = Confirm(
 )
 
 
-def build(settings: Settings | None = None, clock: Clock | None = None, *, mail: DemoMail | None = None) -> Askback:
+def build(
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    *,
+    mail: DemoMail | None = None,
+    approvals: ApprovalsSetup | None = None,
+) -> Askback:
     """A demo server; `settings` default to the environment's with demo authentication on. With `mail`, it also has
-    `summarize_inbox` and the hosted pages of connected accounts."""
+    `summarize_inbox` and the hosted pages of connected accounts; with `approvals` (`askback.demo.approving`),
+    `drop_database`, `list_databases` and the approvals' pages."""
     settings = settings or load_settings(demo_auth=True)
-    extensions = [mail_accounts(mail, settings)] if mail is not None else []
+    extensions: list[Extension] = [mail_accounts(mail, settings)] if mail is not None else []
+    if approvals is not None:
+        extensions.append(approvals)
     app = Askback("askback-demo", settings=settings, clock=clock, extensions=extensions)
 
     @app.on_start
@@ -174,7 +188,9 @@ def build(settings: Settings | None = None, clock: Clock | None = None, *, mail:
 
     if mail is not None:
         add_mail(app, mail)
+    if approvals is not None:
+        add_drop_database(app)
     return app
 
 
-server = build(mail=mail_from_env())
+server = build(mail=mail_from_env(), approvals=approvals_from_env())

@@ -13,7 +13,7 @@ from rich.markup import escape
 from askback.demo.person import connect_account
 from askback.demo.provider import NAME
 
-__all__ = ["answer_question", "console", "open_link"]
+__all__ = ["answer_question", "ask", "console", "open_link"]
 
 # soft_wrap: a command line the demo prints must stay whole, to be copied.
 console = Console(soft_wrap=True)
@@ -25,7 +25,7 @@ _SCRIPT: dict[str, dict[str, Any]] = {
 }
 
 
-def _ask(prompt: str) -> str | None:
+def ask(prompt: str) -> str | None:
     """One line typed at the terminal; `None` when input has ended (Ctrl-D, or the end of piped input)."""
     try:
         return console.input(prompt)
@@ -52,7 +52,7 @@ def _answer_form(schema: dict[str, Any]) -> ElicitResult:
             prompt = f"    {title} (empty to decline): "
             choices = {}
         while True:
-            typed = _ask(prompt)
+            typed = ask(prompt)
             if typed is None:
                 return ElicitResult(action="cancel")
             typed = typed.strip()
@@ -79,7 +79,7 @@ def open_link(url: str, user: str, interactive: bool) -> ElicitResult:
         f"    [dim]Open it in your browser: sign in as {escape(user)} when the demo server asks, then sign in at "
         f"{NAME} (any name) and allow access.[/]"
     )
-    typed = _ask("    Press Enter once the page says Connected (n to decline): ")
+    typed = ask("    Press Enter once the page says Connected (n to decline): ")
     if typed is None:
         return ElicitResult(action="cancel")
     return ElicitResult(action="decline" if typed.strip().lower() in ("n", "no") else "accept")

@@ -17,6 +17,9 @@ to decline).
 Then erin, with no account yet, reaches the same tool through the META exposure (`askback.demo.meta_walk`; the demo
 server serves both exposures) from a client that declares no elicitation: not_connected, her link, ready, the summary.
 
+Last, bob asks to drop a database, which someone else in `sre` must approve first (`askback.demo.approval_walk`): the
+status link, the approvals' pages refusing bob his own request, erin approving it there, the retry dropping it once.
+
 Each round runs in an event loop of its own and the questions are asked between rounds, in plain code: a prompt
 inside a running event loop would not see Ctrl-C (asyncio turns the first SIGINT into a cancellation that a
 blocked `input()` never notices). So one Ctrl-C raises `KeyboardInterrupt` wherever the demo is, and `serving`
@@ -25,15 +28,14 @@ stops the server's whole process group on the way out.
 The demo's SQLite database is replaced on every run, so it carries a marker table (`askback_demo`) written when the
 demo creates it; an existing file without it is refused rather than deleted.
 
-This module is the demo's steps; the person's answers are in `askback.demo.asking`, the database and the servers'
-processes in `askback.demo.servers`, the agent runtime's webhook receiver in `askback.demo.receiver`.
+This module is the demo's steps; the person's answers are in `askback.demo.asking`, the round loop in
+`askback.demo.rounds`, the database and the servers' processes in `askback.demo.servers`, the agent runtime's webhook
+receiver in `askback.demo.receiver`.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
-import itertools
 import queue
 import secrets
 import tempfile
@@ -45,7 +47,7 @@ import anyio
 from mcp_types import CallToolResult, ElicitResult
 from rich.markup import escape
 
-from askback.core.plan import Round, flow_plan
+from askback.demo.approval_walk import walk_approval
 from askback.demo.asking import answer_question, console, open_link
 from askback.demo.meta_walk import EXPOSE, walk_meta
 from askback.demo.receiver import (
@@ -57,10 +59,11 @@ from askback.demo.receiver import (
     serving_receiver,
     webhooks_file,
 )
+from askback.demo.rounds import drive, one_round
 from askback.demo.servers import demo_servers, prepare_database, serving_demo
 from askback.runtime import Answer, Completed, Parked, Runtime
 from askback.runtime.calls import Outcome
-from askback.testing import call_round, free_port
+from askback.testing import free_port
 
 __all__ = ["demo_servers", "run_demo", "serving_demo"]
 
@@ -68,13 +71,9 @@ __all__ = ["demo_servers", "run_demo", "serving_demo"]
 # --- driving the flows -----------------------------------------------------------------------------------------
 
 
-def _round(url: str, tool: str, arguments: dict[str, Any], **options: Any) -> Round:
-    return anyio.run(functools.partial(call_round, url, tool, arguments, **options))
-
-
 def _show_projects(url: str, user: str) -> None:
     # What a person would look up before typing a project's name to confirm its deletion.
-    rnd = _round(url, "list_projects", {}, token=f"demo-{user}")
+    rnd = one_round(url, "list_projects", {}, token=f"demo-{user}")
     if isinstance(rnd.result, CallToolResult) and isinstance(rnd.result.structured_content, dict):
         projects = rnd.result.structured_content.get("projects", [])
         listed = ", ".join(f"{p['id']} is {p['name']}" for p in projects) or "none"
@@ -85,7 +84,6 @@ def _drive(url: str, user: str, tool: str, arguments: dict[str, Any], interactiv
     console.rule(f"[bold]{user}[/] calls [cyan]{tool}[/] {escape(str(arguments))}")
     if interactive and tool == "delete_project":
         _show_projects(url, user)
-    instances: set[str] = set()
 
     def answer(key: str, params: dict[str, Any]) -> ElicitResult:
         console.print(f"    asks [bold]{key}[/]: {escape(str(params.get('message')))}")
@@ -93,27 +91,7 @@ def _drive(url: str, user: str, tool: str, arguments: dict[str, Any], interactiv
         console.print(f"    answers {given.action} {escape(str(given.content or ''))}")
         return given
 
-    # One event loop per round: the person is asked between rounds, where one Ctrl-C stops the demo at once.
-    plan = flow_plan(answer)
-    request = next(plan)
-    for number in itertools.count(1):
-        rnd = _round(
-            url, tool, arguments, token=f"demo-{user}", responses=request.responses, request_state=request.request_state
-        )
-        instances.add(rnd.instance or "?")
-        where = f"[dim]served by worker {rnd.instance}[/]"
-        if rnd.error is not None:
-            console.print(f"  round {number}: error {rnd.error.error.code} {escape(rnd.error.error.message)} {where}")
-        elif isinstance(rnd.result, CallToolResult):
-            text = " ".join(getattr(c, "text", "") for c in rnd.result.content)
-            console.print(f"  round {number}: [green]complete[/] {escape(repr(text))} {where}")
-        else:
-            console.print(f"  round {number}: [yellow]input_required[/] {where}")
-        try:
-            request = plan.send(rnd)
-        except StopIteration:
-            break
-    return instances
+    return set(drive(url, user, tool, arguments, answer).instances)
 
 
 def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Landed], interactive: bool) -> bool:
@@ -178,6 +156,7 @@ def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> in
             seen |= _drive(url, "bob", "deploy", {"service": "web-frontend"}, interactive)
             if _drive_resumed(url, "carol", database, landed, interactive) or not interactive:
                 walk_meta(url, "erin", lambda link, user: open_link(link, user, interactive), console)
+                seen |= walk_approval(url, interactive=interactive)
     console.rule()
     console.print(f"Rounds were served by {len(seen)} different worker process(es): {', '.join(sorted(seen))}.")
     console.print(
@@ -191,5 +170,9 @@ def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> in
     console.print(
         "The webhook that resumed carol's call, and its every attempt:\n"
         f"  askback webhooks deliveries --attempts --database {database}"
+    )
+    console.print(
+        "Who asked to drop billing-legacy, who approved it and why (approval.requested, approval.approved):\n"
+        f"  askback audit --database {database} --tool drop_database"
     )
     return 0
