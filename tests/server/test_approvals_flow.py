@@ -83,6 +83,9 @@ class ApprovalsTestPort:
                 return self.board.requests[digest]
         raise AssertionError(f"no pending request {approval_id}")
 
+    async def read(self, approval_id: str) -> ApprovalState | None:
+        return next((s for s in self.board.requests.values() if s.id == approval_id), None)
+
 
 @dataclass
 class ApprovalsTestExtension:

@@ -88,6 +88,7 @@ class ApprovalRecord:
             denied_by=self.denied_by,
             reason=self.reason,
             status_url=status_url,
+            approval=self.approval,
         )
 
 

@@ -164,6 +164,11 @@ class _CallerApprovals:
             raise InvalidParamsError(f"there is no approval request {approval_id[:64]!r} of this caller")
         return service.state(record)
 
+    async def read(self, approval_id: str) -> ApprovalState | None:
+        service = await self.setup.service()
+        record = await service.of_requester(self.requester, approval_id)
+        return None if record is None else service.state(record)
+
 
 class _LazyPages:
     """The pages, built on their first request (once the store is open)."""

@@ -55,6 +55,7 @@ __all__ = [
     "approval_key",
     "approve",
     "gate_for",
+    "shown_request",
 ]
 
 # An approval request stays open between a minute and thirty days.
@@ -193,7 +194,8 @@ class ApprovalAsk:
 
 @dataclass(frozen=True)
 class ApprovalState:
-    """An approval request as the store holds it now."""
+    """An approval request as the store holds it now; `approval` its policy, where the port reports it (what a task
+    waiting on the request says it waits for)."""
 
     id: str
     status: ApprovalStatus
@@ -203,6 +205,7 @@ class ApprovalState:
     denied_by: str | None = None
     reason: str | None = None
     status_url: str = ""
+    approval: Approval | None = None
 
 
 class ApprovalsPort(Protocol):
@@ -220,6 +223,11 @@ class ApprovalsPort(Protocol):
 
     async def withdraw(self, approval_id: str) -> ApprovalState:
         """The caller declined or cancelled: withdraw the request while it is pending; the request as it then is."""
+        ...
+
+    async def read(self, approval_id: str) -> ApprovalState | None:
+        """The caller's request as it now is (expired when its time has passed), changing nothing else; `None` for an
+        id that is not theirs, as for an unknown one. What a task waiting on the request checks."""
         ...
 
 
@@ -302,6 +310,13 @@ class ApprovalPending(FlowEnded):
         return dict(self.structured or {})
 
 
+def shown_request(asked: Mapping[str, str], key: str) -> str | None:
+    """The id of the request the status link under `key` showed, from a flow state's `asked` (what the sealed state,
+    or a task's row, keeps beside the link's key); `None` when that key is not such a link."""
+    shown = asked.get(key)
+    return shown.removeprefix(_FOLLOWING) if shown and shown.startswith(_FOLLOWING) else None
+
+
 def _still_needed(state: ApprovalState) -> int:
     """How many more distinct approvers the request needs."""
     return max(state.required - len(state.approvers), 0)
@@ -343,8 +358,7 @@ async def approve(
     requester = caller.principal if caller is not None else None
     key = approval_key(approval.key)
     # The status link asked last round names the request it showed, in the sealed state: follow that one.
-    shown = record.state.asked.get(key) if record.state is not None else None
-    following = shown.removeprefix(_FOLLOWING) if shown and shown.startswith(_FOLLOWING) else None
+    following = shown_request(record.state.asked, key) if record.state is not None else None
     try:
         found = approval_digest(
             tool=tool, arguments=arguments, answers=answers, requester=requester, policy=approval.policy()

@@ -175,3 +175,6 @@ class TaskRow(Base):
     # When the task first claimed an effect (set in the claim's transaction, never cleared): a cancel after it is
     # refused, even when the effect raised and its claim was released.
     effect_started_at: Mapped[float | None] = mapped_column(Float)
+    # Who acts for the caller (the token's `act` chain), as a JSON list, so that every run of the handler carries
+    # them; null for a task made before the column.
+    actors: Mapped[str | None] = mapped_column(Text)

@@ -37,6 +37,7 @@ from askback.core.state import FlowState
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
 from askback.server.auth import caller_of
 from askback.server.tasks._account_waits import AccountWaits
+from askback.server.tasks._approval_waits import ApprovalWaits
 from askback.server.tasks._first import began_first, first_round
 from askback.server.tasks._host import TaskHost
 from askback.server.tasks.rows import TaskRecord, change, insert_task, prune, read_task
@@ -177,16 +178,23 @@ class TasksExtension(Extension):
         self.app = app
         self.runner = TaskRunner(lambda: task_config(app))
         self.account_waits = AccountWaits(self.runner)
+        self.approval_waits = ApprovalWaits(self.runner, lambda: app.round_config.approvals)
         self._pruned_at = float("-inf")
 
     async def start(self, store: Store) -> None:
         """When the store opens: with task tools and connected accounts, resume the tasks waiting only for an account
-        once it connects (`AccountWaits`)."""
+        once it connects (`AccountWaits`); with task tools and approvals, the tasks waiting for an approval once it
+        is decided (`ApprovalWaits`)."""
         if self.app.task_tools and self.app.accounts_port is not None:
             await self.account_waits.start(store)
+        if self.app.task_tools and self.app.round_config.approvals is not None:
+            self.runner.approval_waits = self.approval_waits
+            await self.approval_waits.start(store)
 
     async def aclose(self) -> None:
         await self.account_waits.aclose()
+        await self.approval_waits.aclose()
+        self.runner.approval_waits = None
         await self.runner.aclose()
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -298,6 +306,7 @@ class TasksExtension(Extension):
             responses={},
             lease_owner=self.runner.owner,
             lease_until=now + settings.task_lease,
+            actors=caller.actors if caller is not None else (),
         )
         if not await insert_task(store, record, most=settings.tasks_per_principal):
             raise _too_many(settings.tasks_per_principal)
@@ -322,8 +331,13 @@ class TasksExtension(Extension):
         now = self.app.clock.now()
         await self._prune(store, now)
         record = await self._mine(params.task_id)
-        if record.status == TaskStatus.INPUT_REQUIRED:
+        if record.status == TaskStatus.INPUT_REQUIRED or record.awaited_approvals:
             record = await self._lapse(record, now)
+        if record.awaited_approvals:
+            # An expiry is noticed on read only, with no event before: this read of the request writes it.
+            if await self.approval_waits.check(store, record):
+                record = await self._mine(params.task_id)
+            return _detailed(record)
         stalled = record.lease_until is None or record.lease_until < now
         if record.status == TaskStatus.WORKING and stalled and not self.runner.running(record.task_id):
             record = await self._take_over(record, now)
@@ -411,6 +425,8 @@ class TasksExtension(Extension):
         before, after = await cancel(store, record.task_id, now=now, instance=self.runner.owner)
         if after is not None:
             self.runner.stop(record.task_id)
+            if before is not None and before.awaited_approvals:
+                await self.approval_waits.withdraw(before)
             return _cancel_ack(after, None)
         found = before or record
         return _cancel_ack(found, _ENDED if found.status in TERMINAL else _NOT_CANCELLED)

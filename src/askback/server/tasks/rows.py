@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 
-from askback.core.caller import split_scopes
+from askback.core.caller import Caller, split_principal, split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
 from askback.server.tasks.status import TERMINAL, TaskStatus, can_move
@@ -22,6 +22,7 @@ from askback.store.models import TaskRow
 
 __all__ = [
     "TaskRecord",
+    "awaiting_of",
     "cancel",
     "cancelled",
     "change",
@@ -29,6 +30,7 @@ __all__ = [
     "insert_task",
     "prune",
     "read_task",
+    "task_caller",
     "waiting_of",
 ]
 
@@ -56,6 +58,17 @@ _WAITING = (
     .where(
         _t.principal == bindparam("b_principal"),
         _t.status == str(TaskStatus.INPUT_REQUIRED),
+        _t.expires_at >= bindparam("b_now"),
+    )
+    .order_by(_t.created_at)
+)
+# One principal's tasks (anonymous callers together) working with no lease: waiting for an approval, not expired.
+_AWAITING = (
+    select(_TASKS)
+    .where(
+        _t.principal.is_not_distinct_from(bindparam("b_principal")),
+        _t.status == str(TaskStatus.WORKING),
+        _t.lease_owner.is_(None),
         _t.expires_at >= bindparam("b_now"),
     )
     .order_by(_t.created_at)
@@ -98,6 +111,20 @@ class TaskRecord:
     lease_until: float | None = None
     # When the task first claimed an effect: only `claim_effect` sets it, and nothing clears it.
     effect_started_at: float | None = None
+    # Who acts for the caller (the token's `act` chain, `Caller.actors`), kept so that every run carries them.
+    actors: tuple[str, ...] = ()
+
+    @property
+    def awaited_approvals(self) -> frozenset[str]:
+        """The approval requests the task waits on, by id, while it waits only for them: `working` with no lease
+        (nothing runs its handler), each question it keeps an approval's status link naming its request (`approval`).
+        Empty otherwise."""
+        if self.status != TaskStatus.WORKING or self.lease_owner is not None or not self.outstanding:
+            return frozenset()
+        found = [entry.get("approval") for entry in self.outstanding.values()]
+        if not all(isinstance(approval_id, str) and approval_id for approval_id in found):
+            return frozenset()
+        return frozenset(cast(list[str], found))
 
     def moved(self, **changes: Any) -> TaskRecord:
         """This task with `changes`; a status it may not move to is a programming error."""
@@ -105,6 +132,19 @@ class TaskRecord:
         if not can_move(self.status, status):
             raise ValueError(f"a task may not go from {self.status} to {status}")
         return dataclasses.replace(self, **changes)
+
+
+def task_caller(record: TaskRecord) -> Caller | None:
+    """The caller a run of the task's handler runs as: its principal, scopes and the actors of its token, as the
+    request that made it had them; `None` for a task made without a token."""
+    if record.principal is None:
+        return None
+    return Caller(
+        record.principal,
+        frozenset(record.scopes),
+        issuer=split_principal(record.principal)[0],
+        actors=record.actors,
+    )
 
 
 def cancelled(record: TaskRecord, now: float) -> TaskRecord | None:
@@ -148,6 +188,7 @@ def _row(record: TaskRecord) -> dict[str, Any]:
         "lease_owner": record.lease_owner,
         "lease_until": record.lease_until,
         "effect_started_at": record.effect_started_at,
+        "actors": _dump(list(record.actors)) if record.actors else None,
     }
 
 
@@ -177,6 +218,7 @@ def _record(row: Any) -> TaskRecord:
         lease_owner=row.lease_owner,
         lease_until=row.lease_until,
         effect_started_at=row.effect_started_at,
+        actors=tuple(json.loads(row.actors)) if row.actors else (),
     )
 
 
@@ -219,6 +261,16 @@ async def waiting_of(store: Store, principal: str, *, now: float) -> list[TaskRe
     rows = await store.database.read(
         lambda conn: conn.execute(_WAITING, {"b_principal": principal, "b_now": now}).all(),
         doing="read the tasks waiting for answers",
+    )
+    return [_record(row) for row in rows]
+
+
+async def awaiting_of(store: Store, principal: str | None, *, now: float) -> list[TaskRecord]:
+    """`principal`'s tasks `working` without a lease (waiting for an approval), oldest first; a read only, as
+    `waiting_of`."""
+    rows = await store.database.read(
+        lambda conn: conn.execute(_AWAITING, {"b_principal": principal, "b_now": now}).all(),
+        doing="read the tasks waiting for approvals",
     )
     return [_record(row) for row in rows]
 

@@ -28,9 +28,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
@@ -41,15 +41,15 @@ from pydantic import ValidationError
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
 from askback.core import round_plan as plan
-from askback.core.caller import Caller, split_principal
 from askback.core.round import End, Limits, admit
 from askback.core.state import FlowState
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
 from askback.server._catalogue import argument_problems
 from askback.server.round import Abandoned, Handler, RoundConfig, TaskRun, failure, run_task_round
 from askback.server.tasks import rows
+from askback.server.tasks._approval_waits import approval_links
 from askback.server.tasks._host import TaskHost
-from askback.server.tasks.rows import TaskRecord, change, read_task
+from askback.server.tasks.rows import TaskRecord, change, read_task, task_caller
 from askback.server.tasks.status import TaskStatus
 from askback.store import EffectClaim
 
@@ -121,6 +121,10 @@ class RunEnd:
     reason: str | None = None
     # The shared event log's newest id when the run started, kept with the questions it asks (`events_after`).
     events_from: int | None = None
+    # When every question asked is an approval's status link: the request each waits on, by the flow's key, and the
+    # status message the task waits with (`working`, no lease: `_approval_waits`).
+    awaiting: Mapping[str, str] | None = None
+    waiting: str | None = None
 
 
 def settle(record: TaskRecord, ended: RunEnd, *, owner: str, now: float) -> TaskRecord | None:
@@ -135,7 +139,7 @@ def overdue(record: TaskRecord, *, now: float, limits: Limits) -> End | None:
     """How a task waiting for answers (`input_required`) ends once its flow deadline has passed: `expired`'s end,
     decided by `admit` as for an MRTR answer (the flow's `started` plus `limits.flow_deadline`, against `now`).
     `None` while it may still wait, and for a task not waiting for answers: the deadline stops no running handler."""
-    if record.status != TaskStatus.INPUT_REQUIRED:
+    if record.status != TaskStatus.INPUT_REQUIRED and not record.awaited_approvals:
         return None
     admission = admit(sealed=True, state=record.flow, recorded=None, now=now, limits=limits)
     return admission if isinstance(admission, End) else None
@@ -145,7 +149,7 @@ def lapse(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord | None
     """What a task waiting for answers becomes when it ends as `ended` without its handler running again (its
     deadline passed): what `settle` makes of a run that ended so. `None` once it no longer waits (answered,
     cancelled)."""
-    if record.status != TaskStatus.INPUT_REQUIRED:
+    if record.status != TaskStatus.INPUT_REQUIRED and not record.awaited_approvals:
         return None
     return _finished(record, ended, now=now)
 
@@ -155,6 +159,19 @@ def _finished(record: TaskRecord, ended: RunEnd, *, now: float) -> TaskRecord:
     if ended.asked is not None and ended.next_state is not None:
         n = ended.next_state.round
         since = {} if ended.events_from is None else {"events_after": ended.events_from}
+        if ended.awaiting is not None:
+            # Nobody answers an approval's link in a task: it waits `working`, with no lease, for the decision.
+            waits = {
+                f"{key}.{n}": {"key": key, "request": request, "approval": ended.awaiting[key]}
+                for key, request in ended.asked.items()
+            }
+            return record.moved(
+                status=TaskStatus.WORKING,
+                status_message=ended.waiting or "Waiting for approval.",
+                flow=ended.next_state,
+                outstanding=waits,
+                **done,
+            )
         outstanding = {f"{key}.{n}": {"key": key, "request": request, **since} for key, request in ended.asked.items()}
         return record.moved(
             status=TaskStatus.INPUT_REQUIRED,
@@ -235,6 +252,14 @@ async def cancel(
     return before, after
 
 
+class ApprovalWaitsHook(Protocol):
+    """What the runner asks of the tasks waiting for approvals (`_approval_waits.ApprovalWaits`)."""
+
+    async def message(self, record: TaskRecord, ids: Iterable[str]) -> str: ...
+
+    async def check(self, store: Store, record: TaskRecord) -> bool: ...
+
+
 class TaskRunner:
     """The tasks this instance runs: started after a create, an answer that completes a round, or a takeover.
     `config`: the app's `TaskConfig`, asked for when a task first needs it (the app builds it once)."""
@@ -247,6 +272,8 @@ class TaskRunner:
         self._again: set[str] = set()
         # Told of every task a run here left waiting for answers, right after that write (`AccountWaits.check`).
         self.on_waiting: Callable[[Store, TaskRecord], Awaitable[object]] | None = None
+        # Told of every task a run here left waiting for approvals; gives its status message.
+        self.approval_waits: ApprovalWaitsHook | None = None
 
     @property
     def config(self) -> TaskConfig:
@@ -337,6 +364,12 @@ class TaskRunner:
                     logger.warning("askback: the run of task %s... stopped for now; it is retried", task_id[:6])
                 return
             ended = dataclasses.replace(ended, events_from=since)
+            awaiting = None
+            if self.approval_waits is not None and ended.asked is not None and ended.next_state is not None:
+                awaiting = approval_links(ended.asked, ended.next_state)
+            if awaiting is not None and self.approval_waits is not None:
+                waiting = await self.approval_waits.message(record, awaiting.values())
+                ended = dataclasses.replace(ended, awaiting=awaiting, waiting=waiting)
             now = rounds.clock.now()
             _, after = await change(store, task_id, lambda r: settle(r, ended, owner=self.owner, now=now), now=now)
             if after is not None:
@@ -344,6 +377,9 @@ class TaskRunner:
             if after is not None and after.status == TaskStatus.INPUT_REQUIRED and self.on_waiting is not None:
                 # What happened while the handler ran (an account connected) was not this task's to see then.
                 await self.on_waiting(store, after)
+            if after is not None and after.awaited_approvals and self.approval_waits is not None:
+                # A decision committed before that write was not this task's to see then.
+                await self.approval_waits.check(store, after)
         except asyncio.CancelledError:
             raise
         except AskbackError:
@@ -406,16 +442,11 @@ class TaskRunner:
         except ValidationError as exc:
             # Checked when the task was made: only a tool whose signature changed since gets here.
             return TaskRun(plan.Raise(ToolError(argument_problems(exc)), ()), ())
-        caller = (
-            None
-            if record.principal is None
-            else Caller(record.principal, frozenset(record.scopes), issuer=split_principal(record.principal)[0])
-        )
         return await run_task_round(
             rounds,
             tool.handler,
             arguments,
-            caller,
+            task_caller(record),
             capabilities=ClientCapabilities.model_validate(record.capabilities),
             state=record.flow,
             responses={k: _response(v) for k, v in record.responses.items()},
