@@ -793,6 +793,9 @@ async def serving_asgi(
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             try:
                 await super().startup(sockets)
+            except SystemExit:
+                # uvicorn exits the process when the app's startup fails; here the test fails instead, with its log.
+                self.should_exit = True
             finally:
                 ready.set()  # started, or gave up (the app's startup failed): `started` says which
 

@@ -25,7 +25,9 @@ from askback.approvals.service import ApprovalService, Approver
 from askback.approvals.setup import ApprovalsSetup
 from askback.audit import AuditFilter
 from askback.clock import FrozenClock
+from askback.db.migrate import all_components
 from askback.server.http import build_app
+from askback.store import Store
 
 pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
@@ -92,6 +94,7 @@ async def served(any_database: str) -> AsyncIterator[Served]:
         task_ttl=7200,
     )
     clock = FrozenClock(at=1_800_000_000.0)
+    await (await Store.open(any_database, migrate=True, components=all_components())).close()
     async with AsyncExitStack() as stack:
         urls: list[str] = []
         first: ApprovalsSetup | None = None
@@ -182,7 +185,7 @@ async def test_an_expired_request_completes_the_task_when_tasks_get_reads_it(
     done = await until_status(http, served.urls[1], task["taskId"], "completed")
 
     assert done["result"]["content"][0]["text"] == (
-        "Expired: the approval request for Drop a database expired before it was approved, so nothing was done. "
+        "Expired: the approval request for Drop a database expired before it was approved and used, so nothing was done. "
         "Call the tool again for a new request."
     )
     assert served.dropped == [] and (await served.request()).status == "expired"

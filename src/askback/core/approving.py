@@ -31,7 +31,7 @@ from mcp_types import ClientCapabilities, ElicitResult
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.capabilities import declares
 from askback.core.questions import Link
-from askback.core.state import answers_to_json
+from askback.core.state import FlowState, answers_to_json
 from askback.core.terminal_text import for_terminal, shorten
 from askback.core.text import name_problem
 from askback.errors import DefinitionError, LimitReachedError, ToolError
@@ -53,6 +53,7 @@ __all__ = [
     "Approved",
     "approval_digest",
     "approval_key",
+    "approval_links",
     "approve",
     "gate_for",
     "shown_request",
@@ -315,6 +316,21 @@ def shown_request(asked: Mapping[str, str], key: str) -> str | None:
     or a task's row, keeps beside the link's key); `None` when that key is not such a link."""
     shown = asked.get(key)
     return shown.removeprefix(_FOLLOWING) if shown and shown.startswith(_FOLLOWING) else None
+
+
+def approval_links(asked: Mapping[str, object], state: FlowState) -> dict[str, str] | None:
+    """The requests a run's questions wait on, by the flow's question key, when every question it asks (`asked`, by
+    key) is an approval's status link and `state` (the flow's next state) names the request each one shows; `None`
+    otherwise (the task then waits for answers, as any task does)."""
+    if not asked:
+        return None
+    found: dict[str, str] = {}
+    for key in asked:
+        approval_id = shown_request(state.asked, key) if key.startswith(approval_key("")) else None
+        if approval_id is None:
+            return None
+        found[key] = approval_id
+    return found
 
 
 def _still_needed(state: ApprovalState) -> int:

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
-from askback.core.approving import ApprovalsPort, ApprovalState, approval_key, shown_request
+from askback.core.approving import ApprovalsPort, ApprovalState, approval_key
 from askback.core.caller import Caller
 from askback.core.round import End, Limits, admit
-from askback.core.state import FlowState
 from askback.errors import AskbackError
 from askback.server.tasks.rows import TaskRecord, awaiting_of, change, task_caller
 from askback.server.tasks.status import TaskStatus
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 
 Ports = Callable[[Caller | None], ApprovalsPort]
 
-__all__ = ["ENDING_EVENTS", "ApprovalWaits", "approval_links", "ended_request", "resumed", "waiting_text"]
+__all__ = ["ENDING_EVENTS", "ApprovalWaits", "ended_request", "resumed", "waiting_text"]
 
 logger = logging.getLogger("askback")
 
@@ -63,21 +62,6 @@ _BATCH = 500
 _IDLE = 30.0
 _RETRY = 5.0
 _MOST_NAMES = 3
-
-
-def approval_links(asked: Mapping[str, object], state: FlowState) -> dict[str, str] | None:
-    """The requests a run's questions wait on, by the flow's question key, when every question it asks (`asked`, by
-    key) is an approval's status link and `state` (the flow's next state) names the request each one shows; `None`
-    otherwise (the task then waits for answers, as any task does)."""
-    if not asked:
-        return None
-    found: dict[str, str] = {}
-    for key in asked:
-        approval_id = shown_request(state.asked, key) if key.startswith(_PREFIX) else None
-        if approval_id is None:
-            return None
-        found[key] = approval_id
-    return found
 
 
 def _who(names: Sequence[str]) -> str:

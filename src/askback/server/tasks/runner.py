@@ -41,13 +41,13 @@ from pydantic import ValidationError
 from askback.audit import AuditEvent
 from askback.audit.emit import emit, instance_id
 from askback.core import round_plan as plan
+from askback.core.approving import approval_links
 from askback.core.round import End, Limits, admit
 from askback.core.state import FlowState
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
 from askback.server._catalogue import argument_problems
 from askback.server.round import Abandoned, Handler, RoundConfig, TaskRun, failure, run_task_round
 from askback.server.tasks import rows
-from askback.server.tasks._approval_waits import approval_links
 from askback.server.tasks._host import TaskHost
 from askback.server.tasks.rows import TaskRecord, change, read_task, task_caller
 from askback.server.tasks.status import TaskStatus
