@@ -1,8 +1,11 @@
 """`flow.approve` against the real approvals product: an app given `ApprovalsSetup`, driven by the SDK's in-memory
-client one round at a time, decided through the service as the pages decide, on a real SQLite file."""
+client one round at a time, decided through the service as the pages decide, on a real SQLite file: the status link
+and its rounds, the pending report a client without URL mode reads (with and without an output schema, and through the
+META exposure), and a call made again after its request was approved."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +18,7 @@ from _approvals import BOB, CAROL
 from askback import Approval, Askback, Flow
 from askback.approvals.service import ApprovalService
 from askback.approvals.setup import ApprovalsSetup
+from askback.audit import AuditFilter
 from askback.clock import FrozenClock
 from askback.core.approving import approval_key
 from askback.testing import accept, answered_by_hand, decline, text
@@ -54,6 +58,11 @@ async def served(make_settings: Callable[..., Any], clock: FrozenClock) -> Async
 
         await flow.once("deploy", run)
         return f"Deployed {service}, approved by {', '.join(approved.approvers)}."
+
+    @app.tool(structured_output=False)
+    async def restart(service: str, flow: Flow) -> str:
+        await flow.approve(DEPLOY)
+        return f"Restarted {service}."
 
     async with app.running():
         yield Served(app, await setup.service(), deployed)
@@ -135,3 +144,75 @@ async def test_a_request_expired_while_the_link_was_open_is_reported_not_replace
     assert text(expired).startswith("Expired: the approval request for Deploy to production expired")
     assert [r.status for r in await served.service.listing()] == ["expired"]
     assert served.deployed == []
+
+
+async def test_a_request_still_pending_after_the_link_was_accepted_asks_the_link_again(served: Served) -> None:
+    async with Client(served.app.mcp, elicitation_callback=answered_by_hand) as client:
+        first = await call(client)
+        second = await call(client, state=first.request_state, answer=accept())
+    assert link_of(second) == link_of(first)
+    assert second.input_requests[KEY].params.message.startswith("Not decided yet.")
+    answered = await (await served.app.store()).audit_log.query(AuditFilter(event="answered"))
+    assert [(e.keys, e.mode, e.action) for e in answered] == [((KEY,), "url", "accept")]
+    assert [r.status for r in await served.service.listing()] == ["pending"] and served.deployed == []
+
+
+async def test_without_url_mode_a_pending_request_is_an_approval_pending_result_not_an_error(served: Served) -> None:
+    async with Client(served.app.mcp) as client:
+        result = await call(client)
+    (record,) = await served.service.listing()
+    assert isinstance(result, CallToolResult) and not result.is_error
+    report = {"status": "approval_pending", "approval_id": record.id, "expires_at": record.expires_at}
+    # The tool answers text: the SDK's output schema for it (`result`) carries the report beside the text.
+    assert result.structured_content == {**report, "approvals_needed": 1, "result": text(result).split("} ", 1)[1]}
+    assert json.loads(result.content[0].text) == {**report, "approvals_needed": 1}  # type: ignore[union-attr]
+    assert "Waiting for approval" in text(result) and record.id in text(result)
+    assert record.status == "pending" and served.deployed == []
+
+
+async def test_a_tool_without_an_output_schema_answers_the_pending_report_as_its_structured_content(
+    served: Served,
+) -> None:
+    async with Client(served.app.mcp) as client:
+        result = await client.call_tool("restart", {"service": "billing"})
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["status"] == "approval_pending"
+    assert result.structured_content["approvals_needed"] == 1
+
+
+async def test_the_meta_exposures_execute_tool_answers_a_pending_request_as_its_status_even_with_url_mode(
+    make_settings: Callable[..., Any], clock: FrozenClock
+) -> None:
+    setup = ApprovalsSetup(sign_in=nobody, base_url=BASE)
+    app = Askback("approvals-meta", settings=make_settings(expose="meta"), clock=clock, extensions=[setup])
+
+    @app.tool()
+    async def deploy(service: str, flow: Flow) -> str:
+        await flow.approve(DEPLOY)
+        return f"Deployed {service}."
+
+    async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
+        result = await client.session.call_tool(
+            "execute_tool", {"name": "deploy", "arguments": {"service": "billing"}}, allow_input_required=True
+        )
+        records = await (await setup.service()).listing()
+    assert isinstance(result, CallToolResult) and not result.is_error
+    assert result.structured_content is not None and result.structured_content["status"] == "approval_pending"
+    assert [r.status for r in records] == ["pending"]
+
+
+async def test_calling_again_with_the_same_arguments_goes_on_with_the_request_approved_meanwhile(
+    served: Served,
+) -> None:
+    async with Client(served.app.mcp) as client:
+        first = await client.call_tool("deploy", {"service": "billing"})
+        (record,) = await served.service.listing()
+        await served.service.decide(CAROL, record.id, "approve", "", digest=record.digest)
+        again = await client.call_tool("deploy", {"service": "billing"})
+        other = await client.call_tool("deploy", {"service": "search"})
+    assert first.structured_content is not None and first.structured_content["status"] == "approval_pending"
+    assert text(again) == "Deployed billing, approved by carol."
+    # Another call is another request: the approval of the first does not carry over.
+    assert other.structured_content is not None and other.structured_content["status"] == "approval_pending"
+    by_service = {r.arguments["service"]: r.status for r in await served.service.listing()}
+    assert by_service == {"billing": "consumed", "search": "pending"} and served.deployed == ["billing"]
