@@ -1,23 +1,30 @@
 """Approvals across instances: three `askback serve` processes behind nginx on one PostgreSQL, callers and approvers
 all going through nginx's round-robin. For each of several calls at once, two approvals and one denial arrive at the
 same moment on different instances: whichever completes first decides, the same on every instance; the caller's
-retry reads that outcome wherever it lands; an approved call's effect runs once and a denied one's never."""
+retry reads that outcome wherever it lands; an approved call's effect runs once and a denied one's never. The official
+TypeScript tasks client (`@modelcontextprotocol/ext-tasks`) runs the same call as a task through nginx: it is never
+asked anything, and its task completes once the approvers decide on the pages."""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 from mcp_types import ElicitResult, InputRequiredResult
-from tests.approvals.test_approvals_e2e import SECRET, Served, send_decision, shown_digest
+from tests.approvals.test_approvals_e2e import SECRET, Served, decide, page, send_decision, shown_digest
 from tests.approvals.test_approvals_e2e import effects as effects_of
 
 from askback.testing import call_round, free_port, state_of, text
-from infra import behind_nginx, postgres, run_askback
+from infra import INTEROP, behind_nginx, interop_node, postgres, run_askback
 
 pytestmark = [pytest.mark.http, pytest.mark.anyio]
 
@@ -98,3 +105,56 @@ async def test_concurrent_decisions_on_three_instances_decide_each_call_once_and
         else:
             assert said.startswith("Denied:") and "dave" in said, said
             assert f"released-{service}" not in effects
+
+
+def run_ts_tasks_client(node: Path, url: str, service: str) -> dict[str, Any]:
+    """`release` called as a task by the official TypeScript tasks client, as alice, answering nothing: its report."""
+    script = INTEROP / "ts-tasks-client.mjs"
+    arguments = json.dumps({"service": service})
+    done = subprocess.run(
+        [str(node), str(script), url, "release", arguments, "--user", "alice", "--answers", "{}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return report
+
+
+async def pending_for(served: Served, user: str, summary: str) -> str:
+    """The id of the open request `user` may decide whose page shows `summary`, once it is listed for them."""
+    with anyio.fail_after(60):
+        while True:
+            listing = await page(served, user, "/approvals/")
+            assert listing.status_code == 200, listing.text
+            for approval_id in re.findall(r'href="/approvals/requests/([^"/]+)"', listing.text):
+                if summary in (await page(served, user, f"/approvals/requests/{approval_id}")).text:
+                    return str(approval_id)
+            await anyio.sleep(0.1)  # the client's first request is still on its way
+
+
+async def test_the_official_typescript_tasks_client_waits_asked_nothing_until_the_release_is_approved(
+    cluster: Served,
+) -> None:
+    if shutil.which("node") is None and shutil.which("npm") is None:
+        pytest.skip("neither node nor npm is installed; the TypeScript client cannot run here")
+    node = interop_node()
+    async with anyio.create_task_group() as group:
+        reports: list[dict[str, Any]] = []
+
+        async def client() -> None:
+            reports.append(await anyio.to_thread.run_sync(run_ts_tasks_client, node, cluster.url, "ts-tasks"))
+
+        group.start_soon(client)
+        approval_id = await pending_for(cluster, "bob", "Release ts-tasks")
+        status_url = f"{cluster.base}/approvals/requests/{approval_id}/status"
+        for user in ("bob", "carol"):
+            decided = await decide(cluster, user, status_url, "approve", "")
+            assert decided.status_code == 200, decided.text
+    (report,) = reports
+    assert report["ok"] and report["created"], report
+    assert report["inputRequests"] == [] and report["declined"] == [], report
+    assert report["result"]["content"][0]["text"] == "Released ts-tasks, approved by bob, carol."
+    assert effects_of(cluster).count("released-ts-tasks") == 1

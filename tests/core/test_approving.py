@@ -71,6 +71,7 @@ def flow_of(
     arguments: Mapping[str, Any] | None = None,
     caller: Caller | None = None,
     connect_mode: Any = "ask",
+    in_task: bool = False,
 ) -> Flow:
     return Flow(
         tool="deploy",
@@ -83,6 +84,7 @@ def flow_of(
         caller=Caller("alice", actors=("agent-7",)) if caller is None else caller,
         connect_mode=connect_mode,
         approvals=port,
+        in_task=in_task,
     )
 
 
@@ -235,6 +237,27 @@ async def test_in_the_report_mode_a_pending_request_completes_with_its_status_ev
     outcome = await go(flow_of(ScriptedApprovals([pending()]), connect_mode="report"))
     assert isinstance(outcome, Ended) and outcome.structured is not None
     assert outcome.structured["status"] == "approval_pending"
+
+
+@pytest.mark.parametrize("capabilities", [FORM_ONLY, None])
+async def test_in_a_task_a_pending_request_asks_only_its_link_even_without_url_mode(
+    capabilities: ClientCapabilities | None,
+) -> None:
+    # The task runner keeps a round whose only question is the link as a `working` wait: the client sees no link.
+    outcome = await go(flow_of(ScriptedApprovals([pending()]), capabilities=capabilities, in_task=True))
+    assert isinstance(outcome, Asked) and list(outcome.requests) == [KEY] and outcome.modes == ("url",)
+
+
+async def test_in_a_task_a_link_beside_another_question_needs_url_mode_else_the_pending_report() -> None:
+    flow = flow_of(ScriptedApprovals([pending()]), capabilities=FORM_ONLY, in_task=True)
+
+    async def both() -> Any:
+        # Another question scheduled this round first: the round would show the link to a client without URL mode.
+        flow._round.schedule(Confirm(key="first", message="Sure?"), {"mode": "form", "message": "Sure?"})
+        return await flow.approve(DEPLOY)
+
+    outcome = await run(flow, both, new_id=lambda: "flow-1")
+    assert isinstance(outcome, Ended) and outcome.reason == "approval_pending"
 
 
 # --- refusals ----------------------------------------------------------------------------------------------------

@@ -360,8 +360,10 @@ async def approve(
     caller: Caller | None,
     summary: str | None,
     mode: ConnectMode = "ask",
+    in_task: bool = False,
 ) -> Approved:
-    """What `Flow.approve` does (its docstring says what the handler sees)."""
+    """What `Flow.approve` does (its docstring says what the handler sees). `in_task`: the round is a task's run,
+    where a round whose only question is the status link waits `working` (the link is never shown to the client)."""
     if port is None:
         raise DefinitionError(
             "flow.approve needs approvals on this server: enable them by giving the app the approvals' extension "
@@ -441,7 +443,10 @@ async def approve(
     if state.status != "pending":
         # `approved` is consumed by the port in the transaction that reads it: anything else breaks the contract.
         raise DefinitionError(f"the approvals port answered a request in status {state.status!r}, which it may not")
-    if mode == "report" or not declares(capabilities, "url"):
+    # A task whose round asks only the link waits for the decision without asking the client anything, so the
+    # client's URL mode does not matter there; with other questions the link is shown, and needs URL mode.
+    waits_in_task = in_task and not record.pending
+    if mode == "report" or not (declares(capabilities, "url") or waits_in_task):
         raise ApprovalPending(title, state)
     needed = _still_needed(state)
     text = (

@@ -100,6 +100,7 @@ class Flow:
         caller: Caller | None = None,
         connect_mode: ConnectMode = "ask",
         approvals: ApprovalsPort | None = None,
+        in_task: bool = False,
     ) -> None:
         self.tool = tool
         self.arguments = dict(arguments)
@@ -111,6 +112,8 @@ class Flow:
         self._accounts = accounts
         self._approvals = approvals
         self._connect_mode: ConnectMode = connect_mode
+        # A task's run: a pending approval makes the task wait `working`, whatever the client renders.
+        self._in_task = in_task
         self._round = RunRecord(state, responses or {}, now, new_id, recorded=dict(state.answers) if state else {})
 
     # -- properties --
@@ -213,7 +216,8 @@ class Flow:
         again, and the link asked again while it is still pending); a decline or cancel withdraws it. A denied,
         expired or withdrawn request completes the call saying so (nothing was done). A client without URL mode,
         or the META exposure's `execute_tool`, gets a completed result `{"status": "approval_pending", ...}` with
-        the request's id and expiry, never an error. `summary`: one line for the approvers' page."""
+        the request's id and expiry, never an error. In a task, the task waits `working` for the decision instead,
+        with or without URL mode, and goes on by itself. `summary`: one line for the approvers' page."""
         return await approving.approve(
             self._round,
             self._approvals,
@@ -224,6 +228,7 @@ class Flow:
             caller=self.caller,
             summary=summary,
             mode=self._connect_mode,
+            in_task=self._in_task,
         )
 
     # -- effects --

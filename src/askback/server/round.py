@@ -338,6 +338,7 @@ class _RoundIO:
             caller=self.caller,
             connect_mode=self.config.connect_mode,
             approvals=self.approvals,
+            in_task=self.claim_effect is not None,  # only a task's run claims its effects through `claim_effect`
         )
         kwargs = dict(self.arguments)
         if self.handler.flow_param is not None:
