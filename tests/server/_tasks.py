@@ -97,14 +97,29 @@ async def until_status(
     http: httpx.AsyncClient, url: str, task_id: str, *statuses: str, token: str = "demo-alice", within: float = 20
 ) -> dict[str, Any]:
     """`tasks/get` until the task is in one of `statuses`; every answer on the way must be the task."""
+    return await until(http, url, task_id, lambda task: task["status"] in statuses, token=token, within=within)
+
+
+async def until(
+    http: httpx.AsyncClient,
+    url: str,
+    task_id: str,
+    done: Callable[[dict[str, Any]], bool],
+    *,
+    token: str = "demo-alice",
+    within: float = 20,
+) -> dict[str, Any]:
+    """`tasks/get` until `done(task)`, as a client polls a task (the protocol has no push here), failing past
+    `within` seconds; every answer on the way must be the task."""
     deadline = time.monotonic() + within
     while True:
         reply = await get(http, url, task_id, token=token)
         assert "result" in reply, reply
-        if reply["result"]["status"] in statuses:
-            return reply["result"]
+        if done(reply["result"]):
+            result: dict[str, Any] = reply["result"]
+            return result
         if time.monotonic() > deadline:
-            raise TimeoutError(f"task not {statuses} within {within} s: {reply}")
+            raise TimeoutError(f"task not as wanted within {within} s: {reply}")
         await anyio.sleep(0.02)
 
 

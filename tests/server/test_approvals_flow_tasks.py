@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from tests.infra import serving_asgi
-from tests.server._tasks import call, get, rpc, until_status
+from tests.infra import run_askback, serving_asgi
+from tests.server._tasks import call, get, rpc, until, until_status
 
 from askback import Approval, Askback, Flow, load_settings
 from askback.approvals.records import ApprovalRecord
@@ -48,6 +48,7 @@ class Served:
     urls: tuple[str, str]
     service: ApprovalService
     clock: FrozenClock
+    database: str = ""
     runs: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     effect: anyio.Event = field(default_factory=anyio.Event)
@@ -98,7 +99,7 @@ async def served(any_database: str) -> AsyncIterator[Served]:
     async with AsyncExitStack() as stack:
         urls: list[str] = []
         first: ApprovalsSetup | None = None
-        found = Served(("", ""), service=None, clock=clock)
+        found = Served(("", ""), service=None, clock=clock, database=any_database)
         for _ in range(2):
             app, setup = instance(found, settings)
             first = first or setup
@@ -115,13 +116,12 @@ async def served(any_database: str) -> AsyncIterator[Served]:
 
 async def waiting(http: httpx.AsyncClient, url: str, task_id: str) -> dict[str, Any]:
     """`tasks/get` until the task waits for its approval (`working`, with its status message)."""
-    with anyio.fail_after(20):
-        while True:
-            task: dict[str, Any] = (await get(http, url, task_id))["result"]
-            if task.get("statusMessage", "").startswith("Waiting for approval"):
-                return task
-            assert task["status"] == "working", task
-            await anyio.sleep(0.02)
+
+    def asks_for_approval(task: dict[str, Any]) -> bool:
+        assert task["status"] == "working", task
+        return str(task.get("statusMessage", "")).startswith("Waiting for approval")
+
+    return await until(http, url, task_id, asks_for_approval)
 
 
 async def started(http: httpx.AsyncClient, served: Served) -> dict[str, Any]:
@@ -202,6 +202,21 @@ async def test_cancelling_a_waiting_task_withdraws_its_request_and_nothing_runs(
     # The withdrawal's event reaches both instances' readers: a cancelled task stays cancelled.
     await until_status(http, served.urls[1], task["taskId"], "cancelled")
     assert (await get(http, served.urls[0], task["taskId"]))["result"]["status"] == "cancelled"
+    assert served.dropped == [] and served.runs == ["orders"]
+
+
+async def test_cancelling_a_waiting_task_from_the_command_line_withdraws_its_request_too(
+    http: httpx.AsyncClient, served: Served
+) -> None:
+    task = await started(http, served)
+
+    told = await anyio.to_thread.run_sync(
+        lambda: run_askback("tasks", "cancel", task["taskId"], "--database", served.database, timeout=60)
+    )
+    assert told.returncode == 0, told.stderr
+    assert told.stdout.startswith(f"{task['taskId']}: cancelled")
+    assert (await served.request()).status == "withdrawn"
+    await until_status(http, served.urls[1], task["taskId"], "cancelled")
     assert served.dropped == [] and served.runs == ["orders"]
 
 

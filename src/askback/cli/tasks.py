@@ -10,7 +10,8 @@ returned, which belongs to the task's principal, reachable through `tasks/get`.
 
 `cancel` is the same cooperative cancel as `tasks/cancel`, the same function, audited alike: the task ends `cancelled`,
 its outstanding questions are dropped, and the instance running its handler stops at its next lease renewal or
-before its next effect, whichever comes first; a task that has ended already stays as it is.
+before its next effect, whichever comes first; a task that has ended already stays as it is. A task waiting for
+approvals has the requests it waited on withdrawn, as `tasks/cancel` withdraws them.
 """
 
 from __future__ import annotations
@@ -222,6 +223,24 @@ def tasks_show(
         typer.echo(for_terminal(f"running on {record.lease_owner}, lease until {_when(record.lease_until)}"))
 
 
+async def _withdraw(store: Store, record: TaskRecord) -> None:
+    """Withdraw the approval requests a cancelled task waited on, as its requester (as `tasks/cancel` does through
+    `ApprovalWaits.withdraw`); one already decided stays as it is."""
+    from askback.approvals.service import ApprovalService
+    from askback.clock import SystemClock
+    from askback.settings import load_settings
+
+    service = ApprovalService(
+        store.database,
+        clock=SystemClock(),
+        audit_log=store.audit_log,
+        status_url=lambda approval_id: "",
+        pending_per_requester=load_settings().pending_approvals_per_principal,
+    )
+    for approval_id in sorted(record.awaited_approvals):
+        await service.withdraw(record.principal, approval_id)
+
+
 @tasks_app.command("cancel")
 @reports_errors
 def tasks_cancel(
@@ -235,7 +254,10 @@ def tasks_cancel(
     from askback.server.tasks.status import TERMINAL
 
     async def work(store: Store, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
-        return await cancel(store, task_id, now=now, instance=instance_id())
+        before, after = await cancel(store, task_id, now=now, instance=instance_id())
+        if after is not None and before is not None and before.awaited_approvals:
+            await _withdraw(store, before)
+        return before, after
 
     before, after = _with_store(database, work)
     if before is None:

@@ -327,7 +327,8 @@ def approval_links(asked: Mapping[str, object], state: FlowState) -> dict[str, s
     found: dict[str, str] = {}
     for key in asked:
         approval_id = shown_request(state.asked, key) if key.startswith(approval_key("")) else None
-        if approval_id is None:
+        if not approval_id:
+            # An empty id would not count as waiting on a request (`TaskRecord.awaited_approvals`).
             return None
         found[key] = approval_id
     return found
