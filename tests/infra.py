@@ -499,6 +499,8 @@ class OidcProvider:
     """The provider's scopes; None: openid, offline_access, read, write."""
     extra_clients: list[dict[str, Any]] = field(default_factory=list)
     """More clients' metadata, after the one above."""
+    accounts: dict[str, dict[str, Any]] | None = None
+    """More claims of some accounts by login name (`{"erin": {"groups": ["sre"]}}`), in their ID tokens."""
 
     @property
     def issuer(self) -> str:
@@ -548,6 +550,8 @@ class OidcProvider:
             config["jwks"] = self.jwks
         if self.scopes is not None:
             config["scopes"] = self.scopes
+        if self.accounts is not None:
+            config["accounts"] = self.accounts
         return config
 
     def client_credentials_token(self, resource: str, scope: str) -> str:
@@ -641,6 +645,7 @@ def oidc_provider(
     scopes: list[str] | None = None,
     extra_clients: list[dict[str, Any]] | None = None,
     port: int | None = None,
+    accounts: dict[str, dict[str, Any]] | None = None,
 ) -> Iterator[OidcProvider]:
     """A fresh authorization server (its state lives in memory) for the block; its log is printed to stderr when the
     block raises, so pytest shows it with the failure. The keyword arguments are `OidcProvider`'s fields."""
@@ -655,6 +660,7 @@ def oidc_provider(
         scopes=scopes,
         extra_clients=list(extra_clients or []),
         port=free_port() if port is None else port,
+        accounts=accounts,
     )
     try:
         provider.start()  # when the start fails, its error carries the log

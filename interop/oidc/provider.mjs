@@ -25,8 +25,17 @@
 //     },
 //     "clientCredentials": false,    // true: the client_credentials grant (give a client that grant type)
 //     "registration": false,         // true: open dynamic client registration (RFC 7591) at /reg
-//     "jwks": {"keys": [...]}        // private JWKs to sign with (an RSA key among them); default: the dev key
+//     "jwks": {"keys": [...]},       // private JWKs to sign with (an RSA key among them); default: the dev key
+//     "accounts": {                  // more claims of some accounts, by account id (the login name)
+//       "erin": {"groups": ["sre"]}  // any claim name and JSON value: {"roles": "x"} for ASKBACK_SIGNIN_GROUPS_CLAIM=roles
+//     }
 //   }
+//
+// Accounts: every login name is an account whose claims are only `sub`; an account listed in `accounts` has its
+// claims too, in the ID token (and at userinfo) of every sign-in with scope `openid`. To put them in the ID token,
+// oidc-provider's `conformIdTokenClaims` is turned off when `accounts` is given (by default it keeps the claims a
+// scope grants out of an ID token that comes with an access token, as OpenID Connect Core 5.4 suggests); this is
+// the provider-side setting an identity provider needs for askback's groups claim: the claim in the ID token.
 //
 // Resources: a token asked for a listed resource (`resource=` at /auth or /token) is a JWT access token (RFC 9068:
 // header typ at+jwt, signed RS256 with the first RSA key of `jwks`, claims iss, sub, aud, client_id, scope, iat,
@@ -136,6 +145,17 @@ for (const [url, info] of Object.entries(resources)) {
 }
 const resourceUrls = Object.keys(resources);
 
+const accounts = config.accounts ?? {};
+if (accounts === null || typeof accounts !== 'object' || Array.isArray(accounts)) {
+  fail('accounts must be an object from account id to {"claim": value, ...}');
+}
+for (const [id, claims] of Object.entries(accounts)) {
+  if (claims === null || typeof claims !== 'object' || Array.isArray(claims) || 'sub' in claims) {
+    fail(`accounts[${id}] must be an object of claims other than sub`);
+  }
+}
+const accountClaims = [...new Set(Object.values(accounts).flatMap((claims) => Object.keys(claims)))];
+
 // Listen first: the issuer must name the port, which is only known now when port 0 was asked for.
 const server = http.createServer();
 await new Promise((resolve, reject) => {
@@ -188,7 +208,14 @@ const provider = new Provider(issuer, {
     Interaction: 600,
     Session: 3600,
   },
-  findAccount: async (ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
+  ...(config.accounts !== undefined && {
+    claims: { openid: ['sub', ...accountClaims] },
+    conformIdTokenClaims: false,
+  }),
+  findAccount: async (ctx, sub) => ({
+    accountId: sub,
+    claims: async () => ({ ...(Object.hasOwn(accounts, sub) ? accounts[sub] : {}), sub }),
+  }),
   cookies: { keys: ['askback-oidc-test-cookie-key-0123456789'] },
 });
 

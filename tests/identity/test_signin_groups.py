@@ -2,9 +2,10 @@
 with the session, and given back by `PeopleSignIn.person` until the session ends; odd names dropped, and counted in
 the log without being written there.
 
-The issuer is a small OpenID Connect issuer of the test's own (the oidc-provider the other tests run puts only `sub`
-in its ID tokens): its discovery document, its keys and a token endpoint that redeems the codes the test hands out
-for an ID token signed with joserfc, reached in process through the sign-in's HTTP client. Everything of askback is
+The issuer is a small OpenID Connect issuer of the test's own, so that each test hands out the claims it needs
+(tests/approvals/test_approvals_oidc_groups.py signs people in at oidc-provider, whose `accounts` carry groups): its
+discovery document, its keys and a token endpoint that redeems the codes the test hands out for an ID token signed
+with joserfc, reached in process through the sign-in's HTTP client. Everything of askback is
 real: the sign-in's routes, the PKCE and nonce checks, the ID token's verification and the sessions in SQLite.
 """
 
