@@ -31,16 +31,16 @@ process on the same database), and loses no task when the recording process stop
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, cast
 
 from askback.core.questions import connect_key
 from askback.core.round import Limits
-from askback.errors import AskbackError
-from askback.server.tasks.rows import TaskRecord, change, waiting_of
+from askback.server.tasks._log_follower import LogFollower
+from askback.server.tasks.rows import TaskRecord, waiting_of
 from askback.server.tasks.runner import TaskRunner, overdue
 from askback.server.tasks.status import TaskStatus
 from askback.store import Store, StoredEvent
@@ -60,10 +60,8 @@ logger = logging.getLogger("askback")
 
 # The account events that say an account became ACTIVE (the accounts' catalogue, `askback.accounts.events`).
 ACTIVE_EVENTS: Final = frozenset({"account.connected", "account.recovered"})
+# Events read at once while looking for the accounts connected since a run started.
 _BATCH = 500
-# How long one wait for new events lasts at most, and how long to wait before reading again after a store failure.
-_IDLE = 30.0
-_RETRY = 5.0
 
 
 @dataclass(frozen=True)
@@ -154,21 +152,16 @@ class AccountWaits:
 
     def __init__(self, runner: TaskRunner) -> None:
         self.runner = runner
-        self._task: asyncio.Task[None] | None = None
+        self._log = LogFollower("task accounts", self._seen, lambda: runner.config.round.clock)
 
     async def start(self, store: Store) -> None:
-        if self._task is not None:
-            return
-        cursor = await store.events.latest_event_id()
+        self._store = store
         self.runner.on_waiting = self.check
-        self._task = asyncio.get_running_loop().create_task(self._watch(store, cursor), name="askback task accounts")
+        await self._log.start(store)
 
     async def aclose(self) -> None:
-        task, self._task = self._task, None
         self.runner.on_waiting = None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
+        await self._log.aclose()
 
     async def resume(self, store: Store, account: ActiveAccount) -> list[str]:
         """Resume every task of `account`'s principal waiting only for links, that account's among them, whose
@@ -190,20 +183,9 @@ class AccountWaits:
         cursor = asked_after(record)
         if cursor is not None and not links <= {account.key for account in connected}:
             connected += await self._connected_since(store, cursor, record.principal)
-        rounds = self.runner.config.round
-        owner, lease, limits = self.runner.owner, self.runner.lease, rounds.policy.limits
-        now = rounds.clock.now()
-        _, after = await change(
-            store,
-            record.task_id,
-            lambda r: resumed(r, connected, owner=owner, lease=lease, now=now, limits=limits),
-            now=now,
+        return await self.runner.go_on(
+            store, record.task_id, partial(resumed, connected=connected), "the accounts it waited for are connected"
         )
-        if after is None:
-            return False
-        logger.info("askback: task %s... goes on: the accounts it waited for are connected", record.task_id[:6])
-        self.runner.start(record.task_id)
-        return True
 
     @staticmethod
     async def _connected_since(store: Store, cursor: int, principal: str) -> list[ActiveAccount]:
@@ -216,19 +198,7 @@ class AccountWaits:
                 return found
             cursor = batch[-1].id
 
-    async def _watch(self, store: Store, cursor: int) -> None:
-        clock = self.runner.config.round.clock
-        while True:
-            try:
-                found = await store.events.events_after(cursor, limit=_BATCH)
-                for stored in found:
-                    account = active_account(stored)
-                    if account is not None:
-                        await self.resume(store, account)
-                    # Past every event, wanted or not: the wait below would find the others again and again.
-                    cursor = stored.id
-                if len(found) < _BATCH:
-                    await store.events.wait_for_events(cursor, timeout=_IDLE)
-            except AskbackError:
-                logger.warning("askback: reading account events for waiting tasks failed; retrying", exc_info=True)
-                await clock.sleep_until(clock.now() + _RETRY)
+    async def _seen(self, stored: StoredEvent) -> None:
+        account = active_account(stored)
+        if account is not None:
+            await self.resume(self._store, account)

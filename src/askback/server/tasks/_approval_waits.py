@@ -32,17 +32,18 @@ waiting for answers.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from askback.core.approving import ApprovalsPort, ApprovalState, approval_key
 from askback.core.caller import Caller
 from askback.core.round import End, Limits, admit
 from askback.errors import AskbackError
-from askback.server.tasks.rows import TaskRecord, awaiting_of, change, task_caller
+from askback.server.tasks._log_follower import LogFollower
+from askback.server.tasks.rows import TaskRecord, awaiting_of, task_caller
 from askback.server.tasks.status import TaskStatus
 from askback.store import Store, StoredEvent
 
@@ -58,9 +59,6 @@ logger = logging.getLogger("askback")
 # The approvals' events that say a request is no longer pending (`askback.approvals.events`).
 ENDING_EVENTS: Final = frozenset({"approval.decided", "approval.expired", "approval.withdrawn"})
 _PREFIX: Final = approval_key("")
-_BATCH = 500
-_IDLE = 30.0
-_RETRY = 5.0
 _MOST_NAMES = 3
 
 
@@ -129,19 +127,14 @@ class ApprovalWaits:
     def __init__(self, runner: TaskRunner, ports: Callable[[], Ports | None]) -> None:
         self.runner = runner
         self._ports = ports
-        self._task: asyncio.Task[None] | None = None
+        self._log = LogFollower("task approvals", self._seen, lambda: runner.config.round.clock)
 
     async def start(self, store: Store) -> None:
-        if self._task is not None:
-            return
-        cursor = await store.events.latest_event_id()
-        self._task = asyncio.get_running_loop().create_task(self._watch(store, cursor), name="askback task approvals")
+        self._store = store
+        await self._log.start(store)
 
     async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
+        await self._log.aclose()
 
     async def _states(self, record: TaskRecord, ids: Iterable[str]) -> dict[str, ApprovalState | None]:
         """The requests `ids` as the task's caller reads them now (expired when their time has passed)."""
@@ -166,20 +159,9 @@ class ApprovalWaits:
         ended = [i for i, state in states.items() if state is None or state.status != "pending"]
         if not ended:
             return False
-        rounds = self.runner.config.round
-        owner, lease, limits = self.runner.owner, self.runner.lease, rounds.policy.limits
-        now = rounds.clock.now()
-        _, after = await change(
-            store,
-            record.task_id,
-            lambda r: resumed(r, ended, owner=owner, lease=lease, now=now, limits=limits),
-            now=now,
+        return await self.runner.go_on(
+            store, record.task_id, partial(resumed, ended=ended), "the approval it waited for is no longer pending"
         )
-        if after is None:
-            return False
-        logger.info("askback: task %s... goes on: the approval it waited for is no longer pending", record.task_id[:6])
-        self.runner.start(record.task_id)
-        return True
 
     async def withdraw(self, record: TaskRecord) -> None:
         """Withdraw the requests `record` waited on (it was cancelled while it waited); one already decided stays."""
@@ -200,19 +182,7 @@ class ApprovalWaits:
             if approval_id in record.awaited_approvals:
                 await self.check(store, record)
 
-    async def _watch(self, store: Store, cursor: int) -> None:
-        clock = self.runner.config.round.clock
-        while True:
-            try:
-                found = await store.events.events_after(cursor, limit=_BATCH)
-                for stored in found:
-                    ended = ended_request(stored)
-                    if ended is not None:
-                        await self._resume(store, *ended)
-                    # Past every event, wanted or not: the wait below would find the others again and again.
-                    cursor = stored.id
-                if len(found) < _BATCH:
-                    await store.events.wait_for_events(cursor, timeout=_IDLE)
-            except AskbackError:
-                logger.warning("askback: reading approval events for waiting tasks failed; retrying", exc_info=True)
-                await clock.sleep_until(clock.now() + _RETRY)
+    async def _seen(self, stored: StoredEvent) -> None:
+        ended = ended_request(stored)
+        if ended is not None:
+            await self._resume(self._store, *ended)

@@ -252,6 +252,14 @@ async def cancel(
     return before, after
 
 
+class Resumed(Protocol):
+    """What a waiting task's row becomes when it goes on under `owner`'s lease (`None`: it stays as it is)."""
+
+    def __call__(
+        self, record: TaskRecord, *, owner: str, lease: float, now: float, limits: Limits
+    ) -> TaskRecord | None: ...
+
+
 class ApprovalWaitsHook(Protocol):
     """What the runner asks of the tasks waiting for approvals (`_approval_waits.ApprovalWaits`)."""
 
@@ -292,6 +300,22 @@ class TaskRunner:
 
     def running(self, task_id: str) -> bool:
         return task_id in self._running
+
+    async def go_on(self, store: Store, task_id: str, resumed: Resumed, why: str) -> bool:
+        """Move the waiting task `task_id` back to `working` under this instance's lease, when `resumed` (given the
+        task's row as it is now, this lease and the limits) says it may, then run it here; whether this instance won
+        it (one conditional write: of several instances seeing the same event, one wins). `why`: for the log."""
+        rounds = self.config.round
+        owner, lease, limits = self.owner, self.lease, rounds.policy.limits
+        now = rounds.clock.now()
+        _, after = await change(
+            store, task_id, lambda r: resumed(r, owner=owner, lease=lease, now=now, limits=limits), now=now
+        )
+        if after is None:
+            return False
+        logger.info("askback: task %s... goes on: %s", task_id[:6], why)
+        self.start(task_id)
+        return True
 
     def start(self, task_id: str) -> None:
         """Run the task in the background here (this instance holds its lease); when it already runs here, run it
