@@ -159,6 +159,18 @@ async def test_a_form_without_this_browsers_token_or_from_another_site_is_refuse
     assert now is not None and now.votes == ()
 
 
+async def test_a_form_from_any_host_the_pages_answer_is_taken_and_from_another_host_refused(site: Site) -> None:
+    record = await site.request("alice", PAY, ARGUMENTS)
+    page = await site.get("bob", f"/requests/{record.id}")
+    form = {"csrf": token_of(page), "digest": digest_of(page), "decision": "approve"}
+    public = "http://approvals.example.com:8000"  # PUBLIC's host, over the scheme and port this site is served on
+    other = await site.post("bob", f"/requests/{record.id}", form, headers={"Origin": "http://other.example:8000"})
+    taken = await site.post("bob", f"/requests/{record.id}", form, headers={"Origin": public})
+    assert [other.status_code, taken.status_code] == [403, 200]
+    now = await site.service.get(record.id)
+    assert now is not None and [v.approver for v in now.votes] == ["bob"]
+
+
 async def test_a_decision_on_a_changed_request_is_refused(site: Site) -> None:
     record = await site.request("alice", PAY, ARGUMENTS)
     page = await site.get("bob", f"/requests/{record.id}")

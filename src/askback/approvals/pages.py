@@ -27,7 +27,7 @@ The pages are the page kit's (`askback.web.pages`): plain server-rendered HTML f
 value escaped, and outside text bounded with odd characters made visible (`_view`). Every response, errors and
 redirects included, carries the kit's headers; a body over `MAX_FORM_BYTES` is refused (413); only the loopback names,
 `base_url`'s host and `hosts` are answered (`HostGuard`: 421 otherwise, DNS rebinding); every POST passes `FormGuard`
-(`Origin`, `Sec-Fetch-Site` and this browser's form token in `askback_approvals_csrf`) before anything changes.
+(`Origin`: `base_url`'s, or one of the hosts answered over the scheme and port served; `Sec-Fetch-Site` and this browser's form token in `askback_approvals_csrf`) before anything changes.
 """
 
 from __future__ import annotations
@@ -369,7 +369,9 @@ def pages_app(
     if development is not None:
         development.check_site(base_url)
     over_https = urlsplit(base_url).scheme == "https"
-    guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[base_url], secure=over_https)
+    allowed = AllowedHosts.of(hosts, urls=[base_url])
+    # A form may come from `base_url`'s origin or from any host the pages answer (over the scheme and port served).
+    guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[base_url], hosts=allowed, secure=over_https)
     people = groups_by_member(directory or {})
     ring = [key.encode() for key in keys] or [secrets.token_bytes(32)]
     token_keys = [HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_TOKEN_PURPOSE).derive(k) for k in ring]
@@ -391,5 +393,5 @@ def pages_app(
     if development is not None:
         routes += _development_routes(development, guard, prefix)
     app = _KIT.app(routes, max_body=MAX_FORM_BYTES, problem=_problem)
-    app.add_middleware(HostGuard, allowed=AllowedHosts.of(hosts, urls=[base_url]), setting="pages_app(hosts=...)")
+    app.add_middleware(HostGuard, allowed=allowed, setting="pages_app(hosts=...)")
     return app
