@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,8 +77,8 @@ class Site:
 
 
 @contextlib.asynccontextmanager
-async def open_site(folder: Path, *, base: str = BASE) -> AsyncIterator[Site]:
-    """The site at `base`, its database in `folder`."""
+async def open_site(folder: Path, *, base: str = BASE, keys: Sequence[str] = ()) -> AsyncIterator[Site]:
+    """The site at `base`, its database in `folder`, its forms' tokens keyed from the state key ring `keys`."""
     clock = FrozenClock(at=1_800_000_000.0)
     store = await Store.open(f"sqlite:///{folder / 'askback.db'}", migrate=True, components=all_components())
     try:
@@ -90,7 +90,7 @@ async def open_site(folder: Path, *, base: str = BASE) -> AsyncIterator[Site]:
             pending_per_requester=20,
         )
         sign_in = DevelopmentSignIn(secrets.token_bytes(32), groups={"carol": ["finance"]})
-        app = pages_app(service, sign_in, base_url=base, prefix=PREFIX, clock=clock, hosts=[PUBLIC])
+        app = pages_app(service, sign_in, base_url=base, prefix=PREFIX, clock=clock, hosts=[PUBLIC], keys=keys)
         served = Starlette(routes=[Mount(PREFIX, app=app)])
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url=base) as http:
             yield Site(service, sign_in, http, clock, served, store, secrets.token_urlsafe(32))

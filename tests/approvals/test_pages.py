@@ -92,7 +92,7 @@ async def test_a_request_page_shows_the_call_and_masks_its_hidden_arguments(site
     assert "amount 120" in text and "Pay 120 EUR to ACME" in text and "pay_invoice" in text
     assert "&lt;b&gt;ACME&lt;/b&gt;" in page.text and "<b>ACME" not in page.text
     assert "Requested by alice" in text and "Approved so far by 0 of the 2 people needed" in text
-    assert digest_of(page) == record.digest
+    assert digest_of(page) != record.digest  # the form carries a keyed token, not the call's digest
 
 
 async def test_two_approvals_with_reasons_complete_the_quorum_and_the_call_goes_on(site: Site) -> None:
@@ -159,6 +159,18 @@ async def test_a_form_without_this_browsers_token_or_from_another_site_is_refuse
     assert now is not None and now.votes == ()
 
 
+async def test_a_form_from_any_host_the_pages_answer_is_taken_and_from_another_host_refused(site: Site) -> None:
+    record = await site.request("alice", PAY, ARGUMENTS)
+    page = await site.get("bob", f"/requests/{record.id}")
+    form = {"csrf": token_of(page), "digest": digest_of(page), "decision": "approve"}
+    public = "http://approvals.example.com:8000"  # PUBLIC's host, over the scheme and port this site is served on
+    other = await site.post("bob", f"/requests/{record.id}", form, headers={"Origin": "http://other.example:8000"})
+    taken = await site.post("bob", f"/requests/{record.id}", form, headers={"Origin": public})
+    assert [other.status_code, taken.status_code] == [403, 200]
+    now = await site.service.get(record.id)
+    assert now is not None and [v.approver for v in now.votes] == ["bob"]
+
+
 async def test_a_decision_on_a_changed_request_is_refused(site: Site) -> None:
     record = await site.request("alice", PAY, ARGUMENTS)
     page = await site.get("bob", f"/requests/{record.id}")
@@ -167,6 +179,23 @@ async def test_a_decision_on_a_changed_request_is_refused(site: Site) -> None:
         "bob", f"/requests/{record.id}", {"csrf": token_of(page), "digest": changed, "decision": "approve"}
     )
     assert sent.status_code == 409 and "This request changed" in main_text(sent)
+    now = await site.service.get(record.id)
+    assert now is not None and now.votes == ()
+
+
+async def test_the_calls_own_digest_or_another_requests_token_is_a_form_the_page_did_not_show(site: Site) -> None:
+    record = await site.request("alice", PAY, ARGUMENTS)
+    other = await site.request("alice", PAY, {**ARGUMENTS, "amount": 121})
+    page = await site.get("bob", f"/requests/{record.id}")
+    elsewhere = digest_of(await site.get("bob", f"/requests/{other.id}"))
+    sent = [
+        await site.post(
+            "bob", f"/requests/{record.id}", {"csrf": token_of(page), "digest": shown, "decision": "approve"}
+        )
+        for shown in (record.digest, elsewhere)
+    ]
+    assert [r.status_code for r in sent] == [409, 409]
+    assert all("This request changed" in main_text(r) for r in sent)
     now = await site.service.get(record.id)
     assert now is not None and now.votes == ()
 
@@ -364,8 +393,9 @@ async def test_the_pages_the_approvals_setup_mounts_serve_its_requests_with_its_
         token = secrets.token_urlsafe(32)
         http.cookies = httpx.Cookies({DevelopmentSignIn.COOKIE: sign_in.cookie_value("erin"), CSRF_COOKIE: token})
         listed = await http.get(f"{PREFIX}/")
+        shown = digest_of(await http.get(f"{PREFIX}/requests/{state.id}"))
         sent = await http.post(
-            f"{PREFIX}/requests/{state.id}", data={"csrf": token, "digest": digest, "decision": "approve"}
+            f"{PREFIX}/requests/{state.id}", data={"csrf": token, "digest": shown, "decision": "approve"}
         )
         http.cookies = httpx.Cookies({DevelopmentSignIn.COOKIE: sign_in.cookie_value("alice")})
         status = await http.get(urlsplit(state.status_url).path)

@@ -126,7 +126,7 @@ class ShownRecord:
     groups: tuple[str, ...]
     more_names: int
     votes: tuple[ShownVote, ...]
-    digest: str
+    token: str
 
 
 def _vote(vote: Vote) -> ShownVote:
@@ -134,8 +134,9 @@ def _vote(vote: Vote) -> ShownVote:
     return ShownVote(shown_text(vote.approver), verb, _moment(vote.at), shown_text(vote.reason, _VALUE_SHOWN))
 
 
-def shown_record(record: ApprovalRecord, now: float) -> ShownRecord:
-    """`record` at `now`, as the request and status pages show it."""
+def shown_record(record: ApprovalRecord, now: float, token: str = "") -> ShownRecord:
+    """`record` at `now`, as the request and status pages show it; `token` is what its decision form carries (the
+    page's keyed token of the request's id and digest, never the digest itself)."""
     approval = record.approval
     arguments = tuple(
         (shown_text(key), None if key in approval.hidden else _shown_value(value))
@@ -162,7 +163,7 @@ def shown_record(record: ApprovalRecord, now: float) -> ShownRecord:
         groups=tuple(shown_text(g) for g in groups[:_LISTED]),
         more_names=max(0, len(principals) - _LISTED) + max(0, len(groups) - _LISTED),
         votes=tuple(_vote(vote) for vote in sorted(record.votes, key=lambda v: v.at)),
-        digest=record.digest,
+        token=token,
     )
 
 

@@ -14,8 +14,9 @@ async for event in approvals.events(types=["approval.decided"], requester="alice
 | `approval.expired`   | pending to expired: its time passed (written by the read that noticed)          |
 | `approval.consumed`  | approved to consumed: the flow named ran the effect it gates                    |
 
-An event carries the request's id, key, tool, digest, requester and flow, and for a decision its status and
-approvers; never the call's arguments, the answers or the summary. The service writes it in the same transaction as
+An event carries the request's id, key, tool, requester and flow, and for a decision its status and approvers; never
+the call's arguments, the answers, the summary or the call's digest (made from hidden values too, it would let a
+receiver check a guess of one). The service writes it in the same transaction as
 the change (`append_event`), so it exists exactly when the change does, whichever instance made it. A vote that does
 not decide the request is in the audit trail (`approval.approved`), not here.
 """
@@ -63,7 +64,6 @@ class ApprovalEvent:
     approval_id: str
     key: str
     tool: str
-    digest: str
     requester: str | None
     flow_id: str
     status: str
@@ -78,12 +78,11 @@ class ApprovalEvent:
 
 def event_data(record: ApprovalRecord) -> dict[str, Any]:
     """The `data` an approval event is stored with, from the request as the change left it: nothing the call
-    carried (arguments, answers, summary)."""
+    carried (arguments, answers, summary, nor its digest)."""
     return {
         "id": record.id,
         "key": record.approval.key,
         "tool": record.tool,
-        "digest": record.digest,
         "requester": record.requester,
         "flow_id": record.flow_id,
         "status": record.status,
@@ -102,7 +101,6 @@ def from_stored(stored: StoredEvent) -> ApprovalEvent:
         approval_id=str(data["id"]),
         key=str(data["key"]),
         tool=str(data["tool"]),
-        digest=str(data["digest"]),
         requester=data.get("requester"),
         flow_id=str(data["flow_id"]),
         status=str(data["status"]),

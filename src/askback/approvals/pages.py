@@ -9,9 +9,10 @@ service and renders the outcome.
 - `GET /`: the open requests this person may decide (`ApprovalService.decidable_by`);
 - `GET /requests/{id}`: the request (tool, title, summary, arguments with the hidden ones shown as "hidden", the
   requester, the answers given, expiry, the approvals so far out of those required) and, when this person may decide
-  it, the approve/deny form carrying the digest of what the page shows; else why not. Someone outside the policy gets
+  it, the approve/deny form carrying a keyed token of the request's id and the digest of what the page shows (the
+  digest itself is made from the hidden values too: it would let an approver check a guess of one); else why not. Someone outside the policy gets
   the 404 an unknown id gets;
-- `POST /requests/{id}` (form `decision`, `reason`, `digest`, `csrf`): the decision, then what it did;
+- `POST /requests/{id}` (form `decision`, `reason`, `digest`: the token, `csrf`): the decision, then what it did;
 - `GET /requests/{id}/status`: the requester's own page (404 for anyone else): where the request stands, who must
   approve, and the decisions so far;
 - `GET|POST /dev/sign-in?next=<path>`: only with the accounts' development sign-in, whose page it is.
@@ -26,17 +27,22 @@ The pages are the page kit's (`askback.web.pages`): plain server-rendered HTML f
 value escaped, and outside text bounded with odd characters made visible (`_view`). Every response, errors and
 redirects included, carries the kit's headers; a body over `MAX_FORM_BYTES` is refused (413); only the loopback names,
 `base_url`'s host and `hosts` are answered (`HostGuard`: 421 otherwise, DNS rebinding); every POST passes `FormGuard`
-(`Origin`, `Sec-Fetch-Site` and this browser's form token in `askback_approvals_csrf`) before anything changes.
+(`Origin`: `base_url`'s, or one of the hosts answered over the scheme and port served; `Sec-Fetch-Site` and this browser's form token in `askback_approvals_csrf`) before anything changes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -44,6 +50,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from askback.approvals._view import outcome_of, refusal, refusal_text, refused_outcome, shown_record, shown_text
+from askback.approvals.records import ApprovalRecord
 from askback.approvals.service import ApprovalService, Approver
 from askback.clock import Clock, SystemClock
 from askback.core.text import name_problem
@@ -68,6 +75,10 @@ _MAX_FIELD_BYTES = 4 * 1024
 _MAX_FIELDS = 8
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+
+# The form's token is an HMAC under a key derived for this purpose alone from each state key (never a state key
+# itself); the first key makes it, every key of the ring checks it.
+_TOKEN_PURPOSE = b"askback: approval page form token, v1"
 
 _KIT = PageKit(Path(__file__).parent / "templates", title_suffix=" · approvals")
 
@@ -129,8 +140,10 @@ class _Pages:
         directory: Mapping[str, frozenset[str]],  # principal -> the groups that list them
         guard: FormGuard,
         clock: Clock,
+        token_keys: Sequence[bytes],
     ) -> None:
         self.service = service
+        self.token_keys = token_keys
         self.sign_in = sign_in
         self.base = base
         self.directory = directory
@@ -165,6 +178,22 @@ class _Pages:
             request, "problem.html", {"title": "Refused", "text": _REFUSALS[why], "sign_in_url": None}, status=403
         )
 
+    # --- the form's token ------------------------------------------------------------------------------------------
+
+    def token(self, record: ApprovalRecord, key: bytes | None = None) -> str:
+        """What the form carries for `record`: bound to its id and digest, and, being keyed, no way to check a guess
+        of a hidden argument (the digest is made from the hidden values too)."""
+        message = f"{record.id}\x00{record.digest}".encode()
+        return hmac.new(key or self.token_keys[0], message, hashlib.sha256).hexdigest()
+
+    def shown_digest(self, record: ApprovalRecord, sent: str) -> str:
+        """The digest the page that sent `sent` showed: `record`'s when `sent` is its token under a key of the ring,
+        else "" (a forged or stale form, which the service refuses as another call)."""
+        found = False
+        for key in self.token_keys:
+            found |= hmac.compare_digest(self.token(record, key), sent)
+        return record.digest if found else ""
+
     # --- the pages --------------------------------------------------------------------------------------------------
 
     async def listing(self, request: Request) -> Response:
@@ -193,7 +222,7 @@ class _Pages:
             return _problem(request, 404)
         page: dict[str, Any] = {
             "person": shown_text(approver.principal),
-            "r": shown_record(record, now),
+            "r": shown_record(record, now, self.token(record)),
             "why": None if why is None else refusal_text(why, record, now),
             "problem": problem,
             "reason": reason,
@@ -235,6 +264,7 @@ class _Pages:
         if why is not None:
             page = {"outcome": refused_outcome(why, record, now), "id": approval_id, "base": self.base}
             return _KIT.page(request, "outcome.html", page, status=409)
+        digest = self.shown_digest(record, digest)
         try:
             decided = await self.service.decide(approver, approval_id, decision, reason, digest=digest)
         except InvalidParamsError as exc:  # what the service cannot store; its message names no stored value
@@ -324,21 +354,36 @@ def pages_app(
     directory: Mapping[str, Iterable[str]] | None = None,
     clock: Clock | None = None,
     hosts: Iterable[str] = (),
+    keys: Sequence[str] = (),
 ) -> Starlette:
     """The approvals' pages over `service`, to mount at `prefix` with an `Open()` policy (see the module's docstring).
 
     `sign_in` says who opens a page (a `PersonSignIn` with their groups; else a principal); `directory` maps a group's
     name to its members' principals, and adds to a person's groups each one that lists them; `base_url` is where people reach the site (its origin is the one forms may come from,
     its host one of those answered, with the loopback names and `hosts`); `clock` says what time it is for the pages'
-    own checks (the service keeps its own)."""
+    own checks (the service keeps its own); `keys` is the state key ring (`Settings.key_ring()`), from which the form's
+    token key is derived, so that every instance of the site checks the forms of the others (without keys, a random
+    key of this process: a form is then good only on the instance that showed it, until it stops)."""
     prefix = "/" + prefix.strip("/")
     development = sign_in if isinstance(sign_in, AnyoneSignIn) else None
     if development is not None:
         development.check_site(base_url)
     over_https = urlsplit(base_url).scheme == "https"
-    guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[base_url], secure=over_https)
+    allowed = AllowedHosts.of(hosts, urls=[base_url])
+    # A form may come from `base_url`'s origin or from any host the pages answer (over the scheme and port served).
+    guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[base_url], hosts=allowed, secure=over_https)
     people = groups_by_member(directory or {})
-    pages = _Pages(service, sign_in, base=prefix, directory=people, guard=guard, clock=clock or SystemClock())
+    ring = [key.encode() for key in keys] or [secrets.token_bytes(32)]
+    token_keys = [HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_TOKEN_PURPOSE).derive(k) for k in ring]
+    pages = _Pages(
+        service,
+        sign_in,
+        base=prefix,
+        directory=people,
+        guard=guard,
+        clock=clock or SystemClock(),
+        token_keys=token_keys,
+    )
     routes = [
         Route("/", pages.listing, methods=["GET"]),
         Route("/requests/{approval_id}", pages.show, methods=["GET"]),
@@ -348,5 +393,5 @@ def pages_app(
     if development is not None:
         routes += _development_routes(development, guard, prefix)
     app = _KIT.app(routes, max_body=MAX_FORM_BYTES, problem=_problem)
-    app.add_middleware(HostGuard, allowed=AllowedHosts.of(hosts, urls=[base_url]), setting="pages_app(hosts=...)")
+    app.add_middleware(HostGuard, allowed=allowed, setting="pages_app(hosts=...)")
     return app

@@ -87,6 +87,7 @@ class ApprovalsSetup:
         # The app's clock and the extra hosts it answers (ASKBACK_ALLOWED_HOSTS), for the pages: set at start.
         self._clock: Clock | None = None
         self._hosts: tuple[str, ...] = ()
+        self._keys: tuple[str, ...] = ()
 
     def status_url(self, approval_id: str) -> str:
         """The requester's status page of a request."""
@@ -103,6 +104,7 @@ class ApprovalsSetup:
         self._events = ApprovalEvents(context.store.events)
         self._clock = context.clock
         self._hosts = tuple(context.settings.allowed_hosts)
+        self._keys = tuple(context.settings.key_ring())
 
     async def close(self) -> None:
         self._service = None
@@ -192,5 +194,6 @@ class _LazyPages:
                         directory=setup.directory,
                         clock=setup._clock,
                         hosts=setup._hosts,
+                        keys=setup._keys,
                     )
         await self._app(scope, receive, send)
