@@ -15,6 +15,8 @@ that notices, with its audit row and event.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 import secrets
@@ -22,6 +24,9 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from askback.approvals import repository as rows
 from askback.approvals.events import CONSUMED, DECIDED, EXPIRED, REQUESTED, WITHDRAWN, event_data
@@ -128,12 +133,23 @@ class ApprovalService:
         audit_log: AuditLog,
         status_url: Callable[[str], str],
         pending_per_requester: int,
+        keys: Sequence[str] = (),
     ) -> None:
         self.database = database
         self.clock = clock
         self.audit_log = audit_log
         self.status_url = status_url
         self.pending_per_requester = pending_per_requester
+        # The digest a request is stored under: keyed by a key of its own purpose derived from each state key (the
+        # first for a new request; any for a lookup, so a rotation keeps the requests made before it).
+        self._digest_keys = [_derive(key.encode()) for key in keys]
+
+    def _stored(self, digest: str) -> list[str]:
+        """What the call's `digest` is stored as under each key, the current key's first (the digest itself without
+        keys, as the operators' tools and tests open the service)."""
+        if not self._digest_keys:
+            return [digest]
+        return [hmac.new(key, digest.encode(), hashlib.sha256).hexdigest() for key in self._digest_keys]
 
     def state(self, record: ApprovalRecord) -> ApprovalState:
         """What the port reports to the core of `record`, its status page included."""
@@ -161,12 +177,19 @@ class ApprovalService:
                 "bytes, the most an approval request stores. Make the call with smaller arguments."
             )
         flow = ask.flow_id
+        stored = self._stored(ask.digest)
 
         def write(conn: Any, changes: _Changes) -> ApprovalRecord:
             # Under the requester's lock: two instances asking for the same call, or counting toward the cap, take
             # turns, and the second finds what the first made.
             hold_lock(conn, f"approvals of {requester!r}")
-            found = conn.execute(rows.FOR_CALL, {"digest": ask.digest, "requester": requester}).all()
+            # Under each key of the ring (a rotation keeps the requests made before it): a few keys, a query each.
+            found = [
+                row
+                for one in stored
+                for row in conn.execute(rows.FOR_CALL, {"digest": one, "requester": requester}).all()
+            ]
+            found.sort(key=lambda row: (-row.created_at, row.id))  # newest first, as one query gives them
             # A request an actor of this call's token approved (or one whose actors could not all be kept) is not
             # this call's: an agent acting for the requester never goes on with an approval it gave itself.
             records = [r for r in (self._fresh(conn, row, changes) for row in found) if _serves(r, stored_actors)]
@@ -205,7 +228,7 @@ class ApprovalService:
                 requester=requester,
                 actors=stored_actors,
                 summary=ask.summary,
-                digest=ask.digest,
+                digest=stored[0],
                 flow_id=flow,
                 status="pending",
                 created_at=changes.at,
@@ -383,7 +406,7 @@ class ApprovalService:
         if found is not None:
             return found
         row = conn.execute(rows.BY_ID_LOCKED, {"id": ask.following}).first()
-        if row is None or row.requester != requester or row.digest != ask.digest:
+        if row is None or row.requester != requester or row.digest not in self._stored(ask.digest):
             return None
         return self._fresh(conn, row, changes)
 
@@ -477,3 +500,11 @@ def _too_many_pending(most: int) -> LimitReachedError:
         limit=most,
         tool_error=True,
     )
+
+
+# The purpose the stored digest's keys are derived for: never the sealing key, nor the pages' form key.
+_DIGEST_PURPOSE = b"askback approvals: stored call digest"
+
+
+def _derive(state_key: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_DIGEST_PURPOSE).derive(state_key)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -94,17 +95,21 @@ class ApprovalsSetup:
         return f"{self.base_url}{self.prefix}/requests/{approval_id}/status"
 
     async def start(self, context: ExtensionContext) -> None:
+        # Without state keys (one process, as the app itself then is), a key of this process: requests are reused and
+        # forms taken until it stops.
+        keys = tuple(context.settings.key_ring()) or (secrets.token_urlsafe(32),)
         self._service = ApprovalService(
             context.store.database,
             clock=context.clock,
             audit_log=context.store.audit_log,
             status_url=self.status_url,
             pending_per_requester=context.settings.pending_approvals_per_principal,
+            keys=keys,
         )
         self._events = ApprovalEvents(context.store.events)
         self._clock = context.clock
         self._hosts = tuple(context.settings.allowed_hosts)
-        self._keys = tuple(context.settings.key_ring())
+        self._keys = keys
 
     async def close(self) -> None:
         self._service = None
