@@ -167,6 +167,15 @@ async def test_an_answer_to_the_link_without_askbacks_sealed_state_follows_no_re
     assert port.asks[0].following is None
 
 
+@pytest.mark.parametrize("action", ["decline", "accept"])
+async def test_an_answer_to_a_link_never_asked_withdraws_nothing_and_is_not_recorded(action: str) -> None:
+    port = ScriptedApprovals([pending()])
+    outcome = await go(flow_of(port, responses={KEY: ElicitResult.model_validate({"action": action})}))
+    # No sealed state: the link was not asked, so the answer is not taken, and the pending request asks its link.
+    assert isinstance(outcome, Asked) and list(outcome.requests) == [KEY]
+    assert port.withdrawn == [] and [e.kind for e in outcome.events] == []
+
+
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_declining_or_dismissing_the_link_withdraws_the_pending_request(action: str) -> None:
     port = ScriptedApprovals([pending()])

@@ -405,7 +405,9 @@ async def approve(
             tool_error=True,
         ) from None
     response = record.responses.get(key)
-    answered = isinstance(response, ElicitResult) and (record.state is None or key in record.state.asked)
+    # An answer counts only to the link this flow asked, as its sealed state says: one sent without it was never asked
+    # (it neither withdraws the request nor goes into the audit trail as answered).
+    answered = isinstance(response, ElicitResult) and record.state is not None and key in record.state.asked
     if answered:
         assert isinstance(response, ElicitResult)
         # The link was answered: the audit trail says so, whatever the real state says next.
