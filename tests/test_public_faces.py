@@ -324,6 +324,7 @@ FACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "Store",
                 "StoredEvent",
                 "append_event",
+                "chosen_types",
                 "hold_lock",
             }
         ),

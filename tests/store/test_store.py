@@ -55,6 +55,7 @@ def test_store_exports_exactly_its_interface() -> None:
         "Store",
         "StoredEvent",
         "append_event",
+        "chosen_types",
         "hold_lock",
     }
 

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from askback.accounts.status import Event, Status
-from askback.errors import ConfigurationError
-from askback.store import EventLog, Store, StoredEvent
+from askback.store import EventLog, Store, StoredEvent, chosen_types
 
 __all__ = [
     "ACCOUNT_EVENT_TYPES",
@@ -139,22 +138,6 @@ def from_stored(stored: StoredEvent) -> AccountEvent:
     )
 
 
-def _checked(types: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(types, str):
-        types = (types,)
-    unknown = [t for t in types if t != _FAMILY and t not in ACCOUNT_EVENT_TYPES]
-    if unknown or not types:
-        raise ConfigurationError(
-            f"Unknown account event type(s) {', '.join(map(repr, unknown)) or '(none given)'}: subscribe to "
-            f"{_FAMILY!r} or to some of {', '.join(ACCOUNT_EVENT_TYPES)}."
-        )
-    return tuple(types)
-
-
-def _wanted(kind: str, types: tuple[str, ...]) -> bool:
-    return kind in types or (_FAMILY in types and kind.startswith("account."))
-
-
 class AccountEvents:
     """The account events in `events` (a store's event log), as they happen on any instance sharing the database
     (woken by PostgreSQL's NOTIFY, or by polling on SQLite), `wait` seconds at most per wait for the next one."""
@@ -183,21 +166,11 @@ class AccountEvents:
         `connection` when given, oldest first, without end. `since=None`: only events after the subscription
         starts; `since=N`: those after cursor N too (`0`: from the first). Refuses an unknown type
         (`ConfigurationError`) rather than wait for it forever."""
-        wanted = _checked(types)
-        cursor = await self.log.latest_event_id() if since is None else since
-        while True:
-            # Every event, filtered here: the cursor must pass the ones not wanted too, or the wait below would
-            # find them again and again.
-            found = await self.log.events_after(cursor, limit=self.batch)
-            for stored in found:
-                cursor = stored.id
-                if not _wanted(stored.type, wanted):
-                    continue
-                event = from_stored(stored)
-                if principal is not None and event.principal != principal:
-                    continue
-                if connection is not None and event.connection != connection:
-                    continue
-                yield event
-            if len(found) < self.batch:
-                await self.log.wait_for_events(cursor, timeout=self.wait)
+        wanted = chosen_types(types, ACCOUNT_EVENT_TYPES, family=_FAMILY, what="account")
+        async for stored in self.log.follow(wanted, since=since, batch=self.batch, wait=self.wait):
+            event = from_stored(stored)
+            if principal is not None and event.principal != principal:
+                continue
+            if connection is not None and event.connection != connection:
+                continue
+            yield event

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from askback.approvals.records import ApprovalRecord
-from askback.errors import ConfigurationError
-from askback.store import EventLog, StoredEvent
+from askback.store import EventLog, StoredEvent, chosen_types
 
 __all__ = [
     "APPROVAL_EVENT_TYPES",
@@ -109,22 +108,6 @@ def from_stored(stored: StoredEvent) -> ApprovalEvent:
     )
 
 
-def _checked(types: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(types, str):
-        types = (types,)
-    unknown = [t for t in types if t != _FAMILY and t not in APPROVAL_EVENT_TYPES]
-    if unknown or not types:
-        raise ConfigurationError(
-            f"Unknown approval event type(s) {', '.join(map(repr, unknown)) or '(none given)'}: subscribe to "
-            f"{_FAMILY!r} or to some of {', '.join(APPROVAL_EVENT_TYPES)}."
-        )
-    return tuple(types)
-
-
-def _wanted(kind: str, types: tuple[str, ...]) -> bool:
-    return kind in types or (_FAMILY in types and kind in APPROVAL_EVENT_TYPES)
-
-
 class ApprovalEvents:
     """The approval events in `events` (a store's event log), as they happen on any instance sharing the database,
     `wait` seconds at most per wait for the next one."""
@@ -144,18 +127,8 @@ class ApprovalEvents:
         """Every approval event of `types` (names from the catalogue, or `approval.*`), of `requester` when given,
         oldest first, without end. `since=None`: only events after the subscription starts; `since=N`: those after
         cursor N too (`0`: from the first). Refuses an unknown type (`ConfigurationError`)."""
-        wanted = _checked(types)
-        cursor = await self.log.latest_event_id() if since is None else since
-        while True:
-            # Every event, filtered here: the cursor must pass the ones not wanted too.
-            found = await self.log.events_after(cursor, limit=self.batch)
-            for stored in found:
-                cursor = stored.id
-                if not _wanted(stored.type, wanted):
-                    continue
-                event = from_stored(stored)
-                if requester is not None and event.requester != requester:
-                    continue
+        wanted = chosen_types(types, APPROVAL_EVENT_TYPES, family=_FAMILY, what="approval")
+        async for stored in self.log.follow(wanted, since=since, batch=self.batch, wait=self.wait):
+            event = from_stored(stored)
+            if requester is None or event.requester == requester:
                 yield event
-            if len(found) < self.batch:
-                await self.log.wait_for_events(cursor, timeout=self.wait)

@@ -32,7 +32,6 @@ redirects included, carries the kit's headers; a body over `MAX_FORM_BYTES` is r
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 import secrets
@@ -41,14 +40,13 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from askback.approvals._keys import FORM_TOKEN, derived, keyed
 from askback.approvals._view import outcome_of, refusal, refusal_text, refused_outcome, shown_record, shown_text
 from askback.approvals.records import ApprovalRecord
 from askback.approvals.service import ApprovalService, Approver
@@ -75,10 +73,6 @@ _MAX_FIELD_BYTES = 4 * 1024
 _MAX_FIELDS = 8
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
-
-# The form's token is an HMAC under a key derived for this purpose alone from each state key (never a state key
-# itself); the first key makes it, every key of the ring checks it.
-_TOKEN_PURPOSE = b"askback: approval page form token, v1"
 
 _KIT = PageKit(Path(__file__).parent / "templates", title_suffix=" · approvals")
 
@@ -184,7 +178,7 @@ class _Pages:
         """What the form carries for `record`: bound to its id and digest, and, being keyed, no way to check a guess
         of a hidden argument (the digest is made from the hidden values too)."""
         message = f"{record.id}\x00{record.digest}".encode()
-        return hmac.new(key or self.token_keys[0], message, hashlib.sha256).hexdigest()
+        return keyed(key or self.token_keys[0], message)
 
     def shown_digest(self, record: ApprovalRecord, sent: str) -> str:
         """The digest the page that sent `sent` showed: `record`'s when `sent` is its token under a key of the ring,
@@ -374,7 +368,7 @@ def pages_app(
     guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[base_url], hosts=allowed, secure=over_https)
     people = groups_by_member(directory or {})
     ring = [key.encode() for key in keys] or [secrets.token_bytes(32)]
-    token_keys = [HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_TOKEN_PURPOSE).derive(k) for k in ring]
+    token_keys = derived(ring, FORM_TOKEN)
     pages = _Pages(
         service,
         sign_in,

@@ -15,8 +15,6 @@ that notices, with its audit row and event.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 import secrets
@@ -25,10 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from askback.approvals import repository as rows
+from askback.approvals._keys import STORED_DIGEST, derived, keyed
 from askback.approvals.events import CONSUMED, DECIDED, EXPIRED, REQUESTED, WITHDRAWN, event_data
 from askback.approvals.policy import outcome, refusal
 from askback.approvals.records import ApprovalRecord, Approver, Decided, Decision, Vote
@@ -142,14 +138,14 @@ class ApprovalService:
         self.pending_per_requester = pending_per_requester
         # The digest a request is stored under: keyed by a key of its own purpose derived from each state key (the
         # first for a new request; any for a lookup, so a rotation keeps the requests made before it).
-        self._digest_keys = [_derive(key.encode()) for key in keys]
+        self._digest_keys = derived([key.encode() for key in keys], STORED_DIGEST)
 
     def _stored(self, digest: str) -> list[str]:
         """What the call's `digest` is stored as under each key, the current key's first (the digest itself without
         keys, as the operators' tools and tests open the service)."""
         if not self._digest_keys:
             return [digest]
-        return [hmac.new(key, digest.encode(), hashlib.sha256).hexdigest() for key in self._digest_keys]
+        return [keyed(key, digest.encode()) for key in self._digest_keys]
 
     def state(self, record: ApprovalRecord) -> ApprovalState:
         """What the port reports to the core of `record`, its status page included."""
@@ -500,11 +496,3 @@ def _too_many_pending(most: int) -> LimitReachedError:
         limit=most,
         tool_error=True,
     )
-
-
-# The purpose the stored digest's keys are derived for: never the sealing key, nor the pages' form key.
-_DIGEST_PURPOSE = b"askback approvals: stored call digest"
-
-
-def _derive(state_key: bytes) -> bytes:
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_DIGEST_PURPOSE).derive(state_key)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from askback.db.database import Database, hold_lock
 from askback.store._audit_log import AuditLog
-from askback.store._events import EventLog, StoredEvent, append_event
+from askback.store._events import EventLog, StoredEvent, append_event, chosen_types
 from askback.store._flows import Flows, HeldAnswers, RoundRecord
 from askback.store._store import MIGRATIONS, Store
 from askback.store.ledger import Completion, EffectClaim, RoundClaim
@@ -42,5 +42,6 @@ __all__ = [
     "Store",
     "StoredEvent",
     "append_event",
+    "chosen_types",
     "hold_lock",
 ]

@@ -17,7 +17,7 @@ already.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -26,9 +26,10 @@ from sqlalchemy import Connection, Table, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from askback.db.database import Database
+from askback.errors import ConfigurationError
 from askback.store.models import EventRow
 
-__all__ = ["CHANNEL", "EventLog", "StoredEvent", "append_event"]
+__all__ = ["CHANNEL", "EventLog", "StoredEvent", "append_event", "chosen_types"]
 
 # The PostgreSQL channel every instance listens on; the notification carries nothing, the table has it all.
 CHANNEL = "askback_events"
@@ -100,6 +101,20 @@ class _Listener:
             await self.conn.close()
 
 
+def chosen_types(types: Sequence[str], catalogue: Sequence[str], *, family: str, what: str) -> frozenset[str]:
+    """The event types a subscriber names in `types`: some of `catalogue`, or all of them as `family` (such as
+    `"account.*"`). `ConfigurationError` naming what there is for an unknown type or none (`what`: "account", for
+    the message) rather than wait for it forever."""
+    named = (types,) if isinstance(types, str) else tuple(types)
+    unknown = [t for t in named if t != family and t not in catalogue]
+    if unknown or not named:
+        raise ConfigurationError(
+            f"Unknown {what} event type(s) {', '.join(map(repr, unknown)) or '(none given)'}: subscribe to "
+            f"{family!r} or to some of {', '.join(catalogue)}."
+        )
+    return frozenset(catalogue) if family in named else frozenset(named)
+
+
 class EventLog:
     """Reading the event log of `database`, and waiting for what comes next."""
 
@@ -150,6 +165,23 @@ class EventLog:
                 listener.wakers.discard(waker)
             if anyio.current_time() >= deadline:
                 return await self.latest_event_id() > cursor
+
+    async def follow(
+        self, types: Collection[str], *, since: int | None, batch: int = 500, wait: float = 30.0
+    ) -> AsyncIterator[StoredEvent]:
+        """Every event of `types`, oldest first, without end, waiting `wait` seconds at most per wait for the next
+        ones. `since=None`: only events after the call; `since=N`: those after cursor N too (`0`: from the first)."""
+        cursor = await self.latest_event_id() if since is None else since
+        while True:
+            # Every event, filtered here: the cursor must pass the ones not wanted too, or the wait below would find
+            # them again and again.
+            found = await self.events_after(cursor, limit=batch)
+            for stored in found:
+                cursor = stored.id
+                if stored.type in types:
+                    yield stored
+            if len(found) < batch:
+                await self.wait_for_events(cursor, timeout=wait)
 
     async def close(self) -> None:
         """Stop listening (PostgreSQL); the database stays open."""
