@@ -77,8 +77,10 @@ class Site:
 
 
 @contextlib.asynccontextmanager
-async def open_site(folder: Path, *, base: str = BASE, keys: Sequence[str] = ()) -> AsyncIterator[Site]:
-    """The site at `base`, its database in `folder`, its forms' tokens keyed from the state key ring `keys`."""
+async def open_site(folder: Path, *, base: str = BASE, keys: Sequence[str] | None = None) -> AsyncIterator[Site]:
+    """The site at `base`, its database in `folder`, its forms' tokens and stored digests keyed from the state key
+    ring `keys` (a new key by default, as `ApprovalsSetup` makes without state keys)."""
+    keys = (secrets.token_urlsafe(32),) if keys is None else keys
     clock = FrozenClock(at=1_800_000_000.0)
     store = await Store.open(f"sqlite:///{folder / 'askback.db'}", migrate=True, components=all_components())
     try:
@@ -88,6 +90,7 @@ async def open_site(folder: Path, *, base: str = BASE, keys: Sequence[str] = ())
             audit_log=store.audit_log,
             status_url=lambda approval_id: f"{base}{PREFIX}/requests/{approval_id}/status",
             pending_per_requester=20,
+            keys=keys,
         )
         sign_in = DevelopmentSignIn(secrets.token_bytes(32), groups={"carol": ["finance"]})
         app = pages_app(service, sign_in, base_url=base, prefix=PREFIX, clock=clock, hosts=[PUBLIC], keys=keys)

@@ -387,6 +387,7 @@ async def test_every_change_is_an_audit_row_on_the_chain_and_the_chain_verifies(
     ]
     assert rows[0].content == {
         "approval": record.id,
+        "digest": record.digest,
         "requester": "alice",
         "approver": "bob",
         "method": "development",

@@ -89,8 +89,10 @@ class _Changes:
         flow_id: str | None = None,
     ) -> None:
         content = {
-            # Not the call's digest: made from hidden values too, it would let whoever reads the trail check a guess.
             "approval": record.id,
+            # The digest as stored, keyed by the state keys: it names the exact call, and gives no way to check a
+            # guess of a hidden argument (the call's own digest is made from the hidden values too).
+            "digest": record.digest,
             "requester": record.requester,
             "approver": approver,
             "method": method,
