@@ -1,8 +1,10 @@
 """What a write gated by an approval costs against the same write behind a plain `Confirm`, and what the approvals'
 pages cost.
 
-One server (`bench_approvals.py --serve`: uvicorn, one worker, a SQLite file, on 127.0.0.1) with two tools that write
-through `flow.once` and complete with the same text:
+One server (`bench_approvals.py --serve`: uvicorn, one worker, a SQLite file, on 127.0.0.1) with three tools that
+write through `flow.once` and complete with the same text:
+
+- `plain(item)`, the floor: the write, asking nobody, in one round.
 
 - `confirmed(item)`, the baseline: `flow.ask(Confirm)`, then the write. Round one answers `input_required` with the
   form; the retry brings the answer and the sealed `requestState`, and the write runs.
@@ -100,6 +102,11 @@ def build(database_url: str, key: str, sign_in_secret: str, base_url: str) -> tu
         return f"Wrote {await flow.once('write', lambda: write(item))}."
 
     @app.tool()
+    async def plain(item: str, flow: askback.Flow) -> str:
+        """Write an item, asking nobody."""
+        return f"Wrote {await flow.once('write', lambda: write(item))}."
+
+    @app.tool()
     async def gated(item: str, flow: askback.Flow) -> str:
         """Write an item once someone in ops approves."""
         await flow.approve(GATE, summary=f"Write {item}")
@@ -194,6 +201,13 @@ async def confirm_flow(wire: Wire, n: int) -> tuple[int, ...]:
     return asked, answered
 
 
+async def plain_flow(wire: Wire, n: int) -> tuple[int, ...]:
+    """One round: written."""
+    done, took = await wire.call("plain", {"arguments": {"item": f"p{n}"}})
+    _wrote(done, f"p{n}")
+    return (took,)
+
+
 async def request(wire: Wire, item: str) -> tuple[dict[str, Any], str, int]:
     """Round one of `gated(item)`: its result, the request's id and the time it took."""
     first, took = await wire.call("gated", {"arguments": {"item": item}})
@@ -247,28 +261,36 @@ async def flows(plan: Plan, wire: Wire, service: ApprovalService) -> None:
         f"\n(a) {plan.flows} flows of each tool, interleaved, after {plan.warmup} warm-up flows each; p50 and p99 in "
         "microseconds, a flow being its steps summed"
     )
-    times: dict[str, list[tuple[int, ...]]] = {"approval": [], "confirm": []}
+    times: dict[str, list[tuple[int, ...]]] = {"approval": [], "confirm": [], "plain": []}
+    sides = ("approval", "confirm", "plain")
     with anyio.fail_after(plan.limit):
         for n in range(plan.warmup + plan.flows):
-            order = ("approval", "confirm") if n % 2 == 0 else ("confirm", "approval")
-            for side in order:
-                took = await (gated_flow(wire, service, n) if side == "approval" else confirm_flow(wire, n))
+            for side in sides[n % 3 :] + sides[: n % 3]:  # the order rotates flow by flow
+                if side == "approval":
+                    took = await gated_flow(wire, service, n)
+                else:
+                    took = await (confirm_flow(wire, n) if side == "confirm" else plain_flow(wire, n))
                 if n >= plan.warmup:
                     times[side].append(took)
-    steps = {"approval": ("request", "decide", "retry"), "confirm": ("round 1", "round 2")}
+    steps = {"approval": ("request", "decide", "retry"), "confirm": ("round 1", "round 2"), "plain": ("round 1",)}
     flow_p50: dict[str, float] = {}
     flow_p99: dict[str, float] = {}
     print(f"{'':<14} {'':<4} {'p50':>8} {'p99':>8}   each step: its p50 and p99")
-    for side in ("confirm", "approval"):
+    for side in ("plain", "confirm", "approval"):
         columns = [[t[i] for t in times[side]] for i in range(len(steps[side]))]
         total = [sum(t) for t in times[side]]
         flow_p50[side], flow_p99[side] = statistics.median(total), _p99(total)
         cells = "  ".join(f"{name} {_cells(col)}" for name, col in zip(steps[side], columns, strict=True))
         print(f"{side + ' flow':<14} flow {_cells(total)}   {cells}")
-    print(
-        f"ratio approval/confirm  p50 {flow_p50['approval'] / flow_p50['confirm']:.2f}x  "
-        f"p99 {flow_p99['approval'] / flow_p99['confirm']:.2f}x"
-    )
+    for side, base in (("approval", "confirm"), ("approval", "plain"), ("confirm", "plain")):
+        print(
+            f"ratio {side}/{base:<8} p50 {flow_p50[side] / flow_p50[base]:.2f}x  "
+            f"p99 {flow_p99[side] / flow_p99[base]:.2f}x"
+        )
+    # What the gate adds to the round that runs the write: the retry against the same write asking nobody.
+    retry = statistics.median(t[2] for t in times["approval"])
+    alone = statistics.median(t[0] for t in times["plain"])
+    print(f"the gated write's round (retry) against the same write ungated: p50 {retry / alone:.2f}x")
 
 
 async def pages(plan: Plan, wire: Wire, base_url: str, sign_in_secret: str) -> None:
