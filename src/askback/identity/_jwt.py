@@ -239,11 +239,11 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(scopes)
 
 
-def actors_of(claims: Mapping[str, Any], *, issuer: str | None) -> tuple[str, ...]:
+def actors_of(claims: Mapping[str, Any], *, issuer: str | None, home: str | None) -> tuple[str, ...]:
     """The principals of the token's `act` chain (RFC 8693 section 4.1: `{"act": {"sub": ..., "act": {...}}}`), the
-    current actor first, each spelled by `principal_of` against the home issuer `issuer` (an actor's own `iss`, where
-    it names one, else the token's). `InvalidTokenError` for an `act` that is not an object with a usable `sub`, or
-    a chain deeper than `MAX_ACTORS`."""
+    current actor first, each spelled by `principal_of` against the home issuer `home`: an actor's issuer is its own
+    `iss`, where it names one, else the token's (`issuer`). `InvalidTokenError` for an
+    `act` that is not an object with a usable `sub`, or a chain deeper than `MAX_ACTORS`."""
     actors: list[str] = []
     act = claims.get("act")
     while act is not None:
@@ -258,7 +258,7 @@ def actors_of(claims: Mapping[str, Any], *, issuer: str | None) -> tuple[str, ..
             # A null issuer would spell the actor as nobody's, which reads as a home principal.
             raise InvalidTokenError("an actor in the token's act claim names an issuer that is not a string")
         try:
-            actors.append(principal_of(sub, iss, home=issuer))
+            actors.append(principal_of(sub, iss, home=home))
         except ValueError as exc:
             raise InvalidTokenError(f"an actor in the token's act claim is not usable: {exc}") from None
         act = act.get("act")
@@ -280,7 +280,7 @@ def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issue
         client_id=client_id if isinstance(client_id, str) else None,
         issuer=issuer,
         expires_at=int(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else None,
-        actors=actors_of(claims, issuer=issuer),
+        actors=actors_of(claims, issuer=issuer, home=issuer),
     )
 
 

@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from askback.core.caller import Caller, checked_principal, principal_of
 from askback.errors import AskbackError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import AuthPolicy, Bearer, BearerCheck, Open, Signed
+from askback.identity._jwt import actors_of
 
 __all__ = ["ANONYMOUS", "AuthPolicy", "Bearer", "DemoTokenVerifier", "Open", "SdkVerifierCheck", "Signed"]
 
@@ -98,6 +99,9 @@ class SdkVerifierCheck:
             client_id=info.client_id,
             issuer=issuer,
             expires_at=info.expires_at,
+            # Whoever acts for the principal (a token exchange's `act` chain), however the token was checked: the
+            # approvals refuse them as approvers of the principal's requests.
+            actors=actors_of(info.claims or {}, issuer=issuer, home=self.home_issuer),
         )
 
     def describe(self) -> str:
