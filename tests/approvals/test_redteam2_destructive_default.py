@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import secrets
 
-import pytest
 from mcp_types import ToolAnnotations
 
 from askback import Approval, ApprovalGate, Askback
@@ -18,9 +17,6 @@ GATE = ApprovalGate(
 )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the destructive gate reads destructiveHint only when set, not MCP's default of true"
-)
 def test_a_tool_that_is_not_read_only_and_leaves_destructive_hint_unset_is_held_by_the_destructive_gate() -> None:
     sign_in = DevelopmentSignIn(secrets.token_bytes(32))
     app = Askback("gates", extensions=[ApprovalsSetup(sign_in=sign_in, base_url="http://127.0.0.1:8000", gates=[GATE])])

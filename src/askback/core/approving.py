@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from mcp_types import ClientCapabilities, ElicitResult
+from mcp_types import ClientCapabilities, ElicitResult, ToolAnnotations
 
 from askback.core._flow_record import FlowEnded, FlowEvent, NeedInput, RunRecord
 from askback.core.capabilities import declares
@@ -56,6 +56,7 @@ __all__ = [
     "approval_links",
     "approve",
     "gate_for",
+    "may_destroy",
     "shown_request",
 ]
 
@@ -240,37 +241,50 @@ _MAX_SUMMARY = 500
 _FOLLOWING = "approval:"
 
 
+def may_destroy(annotations: ToolAnnotations | None) -> bool:
+    """Whether a tool may destroy, as MCP's tool annotations read with their defaults (`readOnlyHint` false,
+    `destructiveHint` true): unless it says it is read-only or not destructive, a tool may, annotated or not."""
+    if annotations is None:
+        return True
+    return annotations.read_only_hint is not True and annotations.destructive_hint is not False
+
+
 @dataclass(frozen=True)
 class ApprovalGate:
     """An app-wide rule that gates tools behind `approval` without code in their handlers: the tools named in
-    `tools`, and with `destructive`, every tool whose annotations say `destructiveHint: true`. A gated tool's handler
-    runs only once its call is approved (`flow.approve(approval)` before the handler's first line, so the approval
-    covers the call's arguments; the handler's own questions come after it)."""
+    `tools`, and with `destructive`, every tool that may destroy as MCP's annotations read with their defaults
+    (`may_destroy`: all but those annotated `readOnlyHint: true` or `destructiveHint: false`, unannotated ones
+    included), but those in `exempt` (tools that ask for approvals of their own). A gated tool's handler runs only
+    once its call is approved (`flow.approve(approval)` before the handler's first line, so the approval covers the
+    call's arguments; the handler's own questions come after it)."""
 
     approval: Approval
     tools: frozenset[str] = field(default_factory=frozenset)
     destructive: bool = False
+    exempt: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         if not isinstance(self.approval, Approval):
             raise DefinitionError(f"an approval gate takes an askback.Approval, not {type(self.approval).__name__}")
-        if isinstance(self.tools, str):
-            raise DefinitionError(
-                f"an approval gate's tools are a collection of names, not one string ({self.tools!r})"
-            )
-        object.__setattr__(self, "tools", frozenset(self.tools))
+        for name in ("tools", "exempt"):
+            names = getattr(self, name)
+            if isinstance(names, str):
+                raise DefinitionError(
+                    f"an approval gate's {name} are a collection of names, not one string ({names!r})"
+                )
+            object.__setattr__(self, name, frozenset(names))
         if not self.tools and not self.destructive:
             raise DefinitionError(
                 f"the approval gate of {self.approval.key!r} gates nothing: name tools=... or set destructive=True"
             )
 
     def applies(self, tool: str, *, destructive: bool) -> bool:
-        return tool in self.tools or (self.destructive and destructive)
+        return tool in self.tools or (self.destructive and destructive and tool not in self.exempt)
 
 
 def gate_for(gates: tuple[ApprovalGate, ...], tool: str, *, destructive: bool) -> Approval | None:
-    """The approval the first gate that applies to `tool` asks for (`destructive`: its annotations say
-    `destructiveHint: true`); `None` when no gate applies."""
+    """The approval the first gate that applies to `tool` asks for (`destructive`: it may destroy, `may_destroy`);
+    `None` when no gate applies."""
     return next((g.approval for g in gates if g.applies(tool, destructive=destructive)), None)
 
 

@@ -11,6 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
+from askback.core.approving import may_destroy
 from askback.core.questions import Question
 from askback.server._catalogue import Catalogue, catalogue_tool
 from askback.server._meta import refuse_meta_name
@@ -36,7 +37,8 @@ class ToolRegistry:
         # The OAuth scopes of the tools that need some (`tool(scopes=...)`), checked before such a tool runs.
         self.tool_scopes: dict[str, tuple[str, ...]] = {}
         self.task_tools: dict[str, tuple[TaskSupport, tuple[Question[Any], ...]]] = {}
-        # The tools whose annotations say `destructiveHint: true`, which a destructive approval gate applies to.
+        # The tools that may destroy (`may_destroy`: MCP's annotations with their defaults), which a destructive
+        # approval gate applies to.
         self.destructive: set[str] = set()
         # Every tool, whichever way it is exposed: each one an MCP tool (direct), or behind the meta-tools (meta).
         self.catalogue = Catalogue()
@@ -98,8 +100,7 @@ class ToolRegistry:
         if self.expose != "meta":
             self.mcp.add_tool(entry.function, name=tool_name, **options)
         self.tools[tool_name] = questions
-        annotations = options.get("annotations")
-        if annotations is not None and annotations.destructive_hint is True:
+        if may_destroy(options.get("annotations")):
             self.destructive.add(tool_name)
         if needed:
             self.tool_scopes[tool_name] = needed
