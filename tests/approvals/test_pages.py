@@ -325,7 +325,8 @@ async def test_outside_text_is_shown_escaped_bounded_and_with_odd_characters_mad
     page = await site.get("bob", f"/requests/{record.id}")
     assert "<script>" not in page.text and "&lt;script&gt;" in page.text
     assert "\u202e" not in page.text and "\\u202e" in page.text and "&lt;i&gt;120" in page.text
-    assert "y" * 5000 not in page.text and "y" * 499 + "…" in page.text
+    # A value is shown whole (a call is at most 64 KiB): an approver approves what the page showed.
+    assert "y" * 5000 in page.text
 
 
 async def test_people_signed_in_with_openid_connect_decide_with_the_groups_their_session_keeps(site: Site) -> None:

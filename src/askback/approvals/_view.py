@@ -32,8 +32,9 @@ __all__ = [
     "shown_text",
 ]
 
-# A value is shown up to this many characters (a page is for deciding, not for reading a whole document); a name
-# (principal, group, key) up to the second.
+# A reason or a summary is shown up to this many characters, a name (principal, group, key) up to the second. An
+# argument's or an answer's value is shown whole: an approver approves what they saw, and a call is at most 64 KiB
+# (`MAX_STORED_CALL`).
 _VALUE_SHOWN = 500
 _NAME_SHOWN = 120
 _LISTED = 40
@@ -87,8 +88,9 @@ def shown_text(value: str, limit: int = _NAME_SHOWN) -> str:
 
 
 def _shown_value(value: Any) -> str:
+    """An argument's or an answer's value, whole, with odd characters made visible (the page keeps its spaces)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    return for_terminal(shorten(text, _VALUE_SHOWN))
+    return for_terminal(text)
 
 
 def _moment(at: float) -> str:
