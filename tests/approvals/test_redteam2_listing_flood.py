@@ -1,7 +1,7 @@
-"""The approvers' listing reads only the newest 1000 pending requests (`repository.PENDING_SCAN`), whoever may decide
-them, and then keeps those this approver may decide. Requests nobody on a policy can see still fill that window: a
-few callers each holding their allowed pending requests (of any gated tool, even one whose approvers are other
-people) push an older request off every approver's listing, where it then waits, unseen, until it expires."""
+"""The approvers' listing reads every pending request's policy, page by page (`repository.PENDING_SCAN` at a time),
+before it keeps those this approver may decide: callers each holding their allowed pending requests of a tool whose
+approvers are other people cannot push an older request off this approver's listing. The listing shows
+`repository.LISTED_MOST` requests at most, the newest."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from _approvals import BOB, NOW, ONE_OF_THREE, ask, service_on
+from askback.approvals.repository import LISTED_MOST
 from askback.approvals.service import ApprovalService
 from askback.clock import FrozenClock
 from askback.core.approving import Approval
@@ -34,7 +35,6 @@ async def service(tmp_path: object) -> AsyncIterator[ApprovalService]:
         await store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the listing scans the newest pending requests before filtering by approver")
 async def test_requests_an_approver_cannot_decide_do_not_push_theirs_off_the_listing(service: ApprovalService) -> None:
     mine = await service.request("alice", [], ask(ONE_OF_THREE, flow="alice"))
     CLOCK.advance(1.0)  # the flood comes a second later, well within the hour alice's request is open
@@ -46,3 +46,19 @@ async def test_requests_an_approver_cannot_decide_do_not_push_theirs_off_the_lis
                 ask(ELSEWHERE, flow=f"f{caller}-{n}", requester=f"user{caller}", arguments={"n": n}, tool="other"),
             )
     assert mine.id in [r.id for r in await service.decidable_by(BOB)]
+
+
+async def test_the_listing_shows_the_newest_requests_up_to_its_most(tmp_path: object) -> None:
+    clock = FrozenClock(at=NOW)
+    store = await Store.open(f"sqlite:///{tmp_path}/many.db", migrate=True, components=all_components())
+    try:
+        service = service_on(store, clock, pending=PER_CALLER)
+        made: list[str] = []
+        for n in range(LISTED_MOST + 20):
+            clock.advance(1.0)
+            caller = f"user{n // PER_CALLER}"
+            made.append((await service.request(caller, [], ask(requester=caller, flow=f"f{n}", arguments={"n": n}))).id)
+        listed = [r.id for r in await service.decidable_by(BOB)]
+    finally:
+        await store.close()
+    assert listed == made[::-1][:LISTED_MOST]

@@ -9,10 +9,10 @@ once, with bound parameters (SQLite's fast path compiles each statement object o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast, get_args
 
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
 
 from askback.approvals._models import RequestRow, VoteRow
 from askback.approvals.policy import TRANSITIONS
@@ -46,8 +46,10 @@ _r, _v = _REQUESTS.c, _VOTES.c
 # How many requests for one exact call of one requester a new ask looks through (newest first): more are only made
 # after a denial, an expiry or a withdrawal each, and the pending cap bounds how fast.
 _CALL_HISTORY = 50
-# How many open requests the approvers' list reads at most (newest first).
+# The approvers' list reads the open requests' policies this many at a time (newest first), until it has found
+# `LISTED_MOST` this person may decide or has read them all.
 PENDING_SCAN = 1000
+LISTED_MOST = 200
 
 BY_ID = select(_REQUESTS).where(_r.id == bindparam("id"))
 BY_ID_LOCKED = select(_REQUESTS).where(_r.id == bindparam("id")).with_for_update()
@@ -73,7 +75,19 @@ STALE_OF_NOBODY = (
     .where(_r.requester.is_(None), _r.status == "pending", _r.expires_at <= bindparam("now"))
     .with_for_update()
 )
-PENDING = select(_REQUESTS).where(_r.status == "pending").order_by(_r.created_at.desc(), _r.id).limit(PENDING_SCAN)
+_POLICIES = select(_r.id, _r.policy, _r.created_at).where(_r.status == "pending")
+_NEWEST = (_r.created_at.desc(), _r.id.desc())
+PENDING = _POLICIES.order_by(*_NEWEST).limit(PENDING_SCAN)
+PENDING_BEFORE = (
+    _POLICIES.where(
+        or_(
+            _r.created_at < bindparam("at"),
+            and_(_r.created_at == bindparam("at"), _r.id < bindparam("id")),
+        )
+    )
+    .order_by(*_NEWEST)
+    .limit(PENDING_SCAN)
+)
 _VOTES_OF = (
     select(_v.approver, _v.decision, _v.reason, _v.at, _v.method)
     .where(_v.request_id == bindparam("id"))
@@ -219,3 +233,18 @@ def add_vote(conn: Any, request_id: str, vote: Vote) -> None:
             "at": vote.at,
         },
     )
+
+
+def pending_for(conn: Any, may_decide: Callable[[Approval], bool]) -> list[ApprovalRecord]:
+    """The open requests whose policy `may_decide` accepts, newest first, `LISTED_MOST` at most: every pending
+    request's policy is read, page by page, so that no number of requests others may decide hides one from this
+    person (only the matches are read whole, with their votes)."""
+    ids: list[str] = []
+    page = conn.execute(PENDING, {}).all()
+    while True:
+        ids += [row.id for row in page if may_decide(_approval(json.loads(row.policy)))]
+        if len(ids) >= LISTED_MOST or len(page) < PENDING_SCAN:
+            break
+        page = conn.execute(PENDING_BEFORE, {"at": page[-1].created_at, "id": page[-1].id}).all()
+    found = (conn.execute(BY_ID, {"id": approval_id}).first() for approval_id in ids[:LISTED_MOST])
+    return [record_of(row, votes_of(conn, row.id)) for row in found if row is not None]

@@ -20,16 +20,16 @@ import re
 import secrets
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from askback.approvals import repository as rows
+from askback.approvals._changes import Changes
 from askback.approvals._keys import STORED_DIGEST, derived, keyed
-from askback.approvals.events import CONSUMED, DECIDED, EXPIRED, REQUESTED, WITHDRAWN, event_data
-from askback.approvals.policy import outcome, refusal
+from askback.approvals.events import CONSUMED, DECIDED, EXPIRED, REQUESTED, WITHDRAWN
+from askback.approvals.policy import allowed, outcome, refusal
 from askback.approvals.records import ApprovalRecord, Approver, Decided, Decision, Vote
-from askback.audit import AuditEvent
-from askback.audit.emit import emit, instance_id
+from askback.audit.emit import emit
 from askback.audit.event import EventKind
 from askback.clock import Clock
 from askback.core.approving import ApprovalAsk, ApprovalState, ApprovalStatus, approval_digest
@@ -66,56 +66,6 @@ def _text_problem(text: str, *, what: str, limit: int) -> str | None:
         if char not in "\n\t" and unicodedata.category(char) in _NOT_IN_TEXT:
             return f"{what} contains the character U+{ord(char):04X}, which text shown to people may not hold"
     return None
-
-
-@dataclass
-class _Changes:
-    """What one transaction wrote beside its rows: the audit events and the log's events, written at its end."""
-
-    at: float
-    audit: list[AuditEvent] = field(default_factory=list)
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def note(
-        self,
-        kind: EventKind,
-        record: ApprovalRecord,
-        *,
-        principal: str | None,
-        approver: str | None = None,
-        method: str | None = None,
-        action: str | None = None,
-        reason: str | None = None,
-        flow_id: str | None = None,
-    ) -> None:
-        content = {
-            "approval": record.id,
-            # The digest as stored, keyed by the state keys: it names the exact call, and gives no way to check a
-            # guess of a hidden argument (the call's own digest is made from the hidden values too).
-            "digest": record.digest,
-            "requester": record.requester,
-            "approver": approver,
-            "method": method,
-            "status": record.status,
-        }
-        self.audit.append(
-            AuditEvent(
-                event=kind,
-                at=self.at,
-                tool=record.tool,
-                flow_id=flow_id or record.flow_id,
-                principal=principal,
-                keys=(record.approval.key,),
-                action=action,
-                content={k: v for k, v in content.items() if v is not None},
-                outcome=record.status,
-                detail=reason,
-                instance=instance_id(),
-            )
-        )
-
-    def event(self, kind: str, record: ApprovalRecord) -> None:
-        self.events.append((kind, event_data(record)))
 
 
 class ApprovalService:
@@ -177,7 +127,7 @@ class ApprovalService:
         flow = ask.flow_id
         stored = self._stored(ask.digest)
 
-        def write(conn: Any, changes: _Changes) -> ApprovalRecord:
+        def write(conn: Any, changes: Changes) -> ApprovalRecord:
             # Under the requester's lock: two instances asking for the same call, or counting toward the cap, take
             # turns, and the second finds what the first made.
             hold_lock(conn, f"approvals of {requester!r}")
@@ -246,7 +196,7 @@ class ApprovalService:
         """The requester withdraws a pending request; `None` for an id that is not theirs (as for an unknown one). A
         request that is no longer pending is returned as it is."""
 
-        def write(conn: Any, changes: _Changes) -> ApprovalRecord | None:
+        def write(conn: Any, changes: Changes) -> ApprovalRecord | None:
             row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
             if row is None or row.requester != requester:
                 return None
@@ -276,8 +226,8 @@ class ApprovalService:
         return found[0] if found else None
 
     async def decidable_by(self, approver: Approver) -> list[ApprovalRecord]:
-        """The open requests this person may decide, newest first (of the newest `repository.PENDING_SCAN`)."""
-        found = await self._read(rows.PENDING, {})
+        """The open requests this person may decide, newest first, `repository.LISTED_MOST` at most."""
+        found = await self._reading(lambda conn: rows.pending_for(conn, lambda policy: allowed(policy, approver)))
         now = self.clock.now()
         return [record for record in found if refusal(record, approver, now) is None]
 
@@ -292,7 +242,7 @@ class ApprovalService:
         stored."""
         self._checked_decision(approver, decision, reason)
 
-        def write(conn: Any, changes: _Changes) -> Decided:
+        def write(conn: Any, changes: Changes) -> Decided:
             row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
             if row is None:
                 raise _unknown(approval_id)
@@ -381,7 +331,7 @@ class ApprovalService:
         if problem is not None:
             raise InvalidParamsError(f"This decision cannot be recorded: {problem}.")
 
-    def _fresh(self, conn: Any, row: Any, changes: _Changes) -> ApprovalRecord:
+    def _fresh(self, conn: Any, row: Any, changes: Changes) -> ApprovalRecord:
         """The record `row` holds, expired now (its audit row and event written) when it was pending, or approved
         and not yet consumed, past its time. The caller holds the row's lock."""
         record = rows.record_of(row, rows.votes_of(conn, row.id))
@@ -394,7 +344,7 @@ class ApprovalService:
         return record
 
     def _followed(
-        self, conn: Any, records: list[ApprovalRecord], requester: str | None, ask: ApprovalAsk, changes: _Changes
+        self, conn: Any, records: list[ApprovalRecord], requester: str | None, ask: ApprovalAsk, changes: Changes
     ) -> ApprovalRecord | None:
         """The request the flow's status link showed (`ask.following`, from the sealed state) when it is this
         requester's and for this call; `None` otherwise (another's, unknown, another call: ignored)."""
@@ -423,7 +373,7 @@ class ApprovalService:
         rows.set_flows(conn, record.id, flows)
         return replace(record, flows=flows)
 
-    def _consume(self, conn: Any, record: ApprovalRecord, flow: str, changes: _Changes) -> ApprovalRecord:
+    def _consume(self, conn: Any, record: ApprovalRecord, flow: str, changes: Changes) -> ApprovalRecord:
         rows.set_status(conn, record, "consumed", at=changes.at, consumed_by=flow)
         record = replace(record, status="consumed", consumed_by_flow=flow)
         changes.note("approval.consumed", record, principal=record.requester, flow_id=flow)
@@ -431,19 +381,24 @@ class ApprovalService:
         return record
 
     async def _read(self, statement: Any, params: Mapping[str, Any], *, expire: bool = True) -> list[ApprovalRecord]:
-        """The records `statement` selects; those pending past their time are expired (unless `expire` is False),
-        each under its lock."""
+        """The records `statement` selects (`_reading`)."""
+        return await self._reading(
+            lambda conn: [rows.record_of(r, rows.votes_of(conn, r.id)) for r in conn.execute(statement, params).all()],
+            expire=expire,
+        )
+
+    async def _reading(
+        self, read: Callable[[Any], list[ApprovalRecord]], *, expire: bool = True
+    ) -> list[ApprovalRecord]:
+        """The records `read` reads in one transaction; those pending past their time are expired (unless `expire`
+        is False), each under its lock."""
         now = self.clock.now()
-
-        def read(conn: Any) -> list[ApprovalRecord]:
-            return [rows.record_of(row, rows.votes_of(conn, row.id)) for row in conn.execute(statement, params).all()]
-
         found = await self.database.transaction(read, doing="read approval requests")
         due = {r.id for r in found if r.status in _ENDS_AT_ITS_TIME and now >= r.expires_at}
         if not due or not expire:
             return found
 
-        def expiring(conn: Any, changes: _Changes) -> dict[str, ApprovalRecord]:
+        def expiring(conn: Any, changes: Changes) -> dict[str, ApprovalRecord]:
             fresh: dict[str, ApprovalRecord] = {}
             for approval_id in sorted(due):
                 row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
@@ -454,14 +409,14 @@ class ApprovalService:
         fresh = await self._change(expiring, doing="expire approval requests")
         return [fresh.get(r.id, r) for r in found]
 
-    async def _change(self, fn: Callable[[Any, _Changes], _T], *, doing: str) -> _T:
+    async def _change(self, fn: Callable[[Any, Changes], _T], *, doing: str) -> _T:
         """Run `fn` in one transaction that holds the write lock from BEGIN, then write what it noted: its audit
         rows onto the chain and, last (the event log commits in id order), its events."""
         chain = self.audit_log.chain
         at = self.clock.now()
 
-        def run(conn: Any) -> tuple[_T, _Changes, tuple[int, str] | None]:
-            changes = _Changes(at)
+        def run(conn: Any) -> tuple[_T, Changes, tuple[int, str] | None]:
+            changes = Changes(at)
             result = fn(conn, changes)
             head = None
             if changes.audit:
