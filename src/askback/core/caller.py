@@ -13,14 +13,18 @@ migration, and no subject of one issuer can be spelled as another issuer's princ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from askback.core.text import name_problem
 from askback.errors import InvalidTokenError
 
 __all__ = [
+    "MAX_ACTORS",
     "MAX_PRINCIPAL",
     "Caller",
+    "actors_of",
     "checked_principal",
     "missing_scopes",
     "principal_of",
@@ -31,6 +35,8 @@ __all__ = [
 # The width of every stored principal column (accounts, links, tasks, parked calls, the audit trail); a subject of an
 # issuer is at most 255 characters too (OpenID Connect Core 2), and no deployment's user needs more.
 MAX_PRINCIPAL = 255
+# The most actors an `act` chain may name (RFC 8693 sets no limit; a delegation deeper than this is not a real one).
+MAX_ACTORS = 8
 
 
 @dataclass(frozen=True)
@@ -107,3 +113,29 @@ def split_scopes(value: str) -> tuple[str, ...]:
     """The scopes of a scope string, split on the space character only (RFC 6749 section 3.3): another whitespace
     (a no-break space, a tab) is part of a scope, never a separator."""
     return tuple(scope for scope in value.split(" ") if scope)
+
+
+def actors_of(claims: Mapping[str, Any], *, issuer: str | None, home: str | None) -> tuple[str, ...]:
+    """The principals of the token's `act` chain (RFC 8693 section 4.1: `{"act": {"sub": ..., "act": {...}}}`), the
+    current actor first, each spelled by `principal_of` against the home issuer `home`: an actor's issuer is its own
+    `iss`, where it names one, else the token's (`issuer`). `InvalidTokenError` for an
+    `act` that is not an object with a usable `sub`, or a chain deeper than `MAX_ACTORS`."""
+    actors: list[str] = []
+    act = claims.get("act")
+    while act is not None:
+        if len(actors) == MAX_ACTORS:
+            raise InvalidTokenError(f"the token's act claim nests more than {MAX_ACTORS} actors")
+        if not isinstance(act, Mapping):
+            raise InvalidTokenError("the token's act claim is not an object")
+        sub, iss = act.get("sub"), act.get("iss", issuer)
+        if not isinstance(sub, str):
+            raise InvalidTokenError("an actor in the token's act claim names no subject")
+        if "iss" in act and not isinstance(iss, str):
+            # A null issuer would spell the actor as nobody's, which reads as a home principal.
+            raise InvalidTokenError("an actor in the token's act claim names an issuer that is not a string")
+        try:
+            actors.append(principal_of(sub, iss, home=home))
+        except ValueError as exc:
+            raise InvalidTokenError(f"an actor in the token's act claim is not usable: {exc}") from None
+        act = act.get("act")
+    return tuple(actors)

@@ -20,7 +20,7 @@ from joserfc import jwt
 from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jws import JWSRegistry, extract_compact
 
-from askback.core.caller import Caller, checked_principal, principal_of, split_scopes
+from askback.core.caller import MAX_ACTORS, Caller, actors_of, checked_principal, principal_of, split_scopes
 from askback.core.text import name_problem
 from askback.errors import InvalidTokenError
 
@@ -56,8 +56,6 @@ ID_TOKEN_CLAIMS = ("nonce", "at_hash", "c_hash", "s_hash")
 MAX_TOKEN_LENGTH = 16_384
 MAX_SCOPES = 100
 MAX_SCOPE_LENGTH = 128
-# The most actors an `act` chain may name (RFC 8693 sets no limit; a delegation deeper than this is not a real one).
-MAX_ACTORS = 8
 
 
 def check_algorithms(algorithms: Collection[str]) -> tuple[str, ...]:
@@ -237,32 +235,6 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
         if problem is not None:
             raise InvalidTokenError(problem)
     return frozenset(scopes)
-
-
-def actors_of(claims: Mapping[str, Any], *, issuer: str | None, home: str | None) -> tuple[str, ...]:
-    """The principals of the token's `act` chain (RFC 8693 section 4.1: `{"act": {"sub": ..., "act": {...}}}`), the
-    current actor first, each spelled by `principal_of` against the home issuer `home`: an actor's issuer is its own
-    `iss`, where it names one, else the token's (`issuer`). `InvalidTokenError` for an
-    `act` that is not an object with a usable `sub`, or a chain deeper than `MAX_ACTORS`."""
-    actors: list[str] = []
-    act = claims.get("act")
-    while act is not None:
-        if len(actors) == MAX_ACTORS:
-            raise InvalidTokenError(f"the token's act claim nests more than {MAX_ACTORS} actors")
-        if not isinstance(act, Mapping):
-            raise InvalidTokenError("the token's act claim is not an object")
-        sub, iss = act.get("sub"), act.get("iss", issuer)
-        if not isinstance(sub, str):
-            raise InvalidTokenError("an actor in the token's act claim names no subject")
-        if "iss" in act and not isinstance(iss, str):
-            # A null issuer would spell the actor as nobody's, which reads as a home principal.
-            raise InvalidTokenError("an actor in the token's act claim names an issuer that is not a string")
-        try:
-            actors.append(principal_of(sub, iss, home=home))
-        except ValueError as exc:
-            raise InvalidTokenError(f"an actor in the token's act claim is not usable: {exc}") from None
-        act = act.get("act")
-    return tuple(actors)
 
 
 def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issuer: str | None) -> Caller:

@@ -30,10 +30,9 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Aut
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from askback.core.caller import Caller, checked_principal, principal_of
+from askback.core.caller import Caller, actors_of, checked_principal, principal_of
 from askback.errors import AskbackError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import AuthPolicy, Bearer, BearerCheck, Open, Signed
-from askback.identity._jwt import actors_of
 
 __all__ = ["ANONYMOUS", "AuthPolicy", "Bearer", "DemoTokenVerifier", "Open", "SdkVerifierCheck", "Signed"]
 
