@@ -1,27 +1,33 @@
-"""`build_app(token_verifier=...)` (and `--token-verifier`) checks tokens with `SdkVerifierCheck` and no home issuer:
-a verifier that returns the token's claims, `iss` among them, makes every subject and every actor a foreign principal
-(`<iss>#<sub>`). The approvers' sign-in spells the people of its home issuer bare, so an agent acting for alice signs
-in to the pages as `bob`, which is not the `<iss>#bob` the request keeps among its actors, and decides the request its
-own call made; alice herself is not `<iss>#alice`, its requester."""
+"""`build_app(token_verifier=...)` (and `--token-verifier`) checks tokens with `SdkVerifierCheck`, which knows no home
+issuer: a verifier that returns the token's claims, `iss` among them, spells every subject and actor as a foreign
+principal (`<iss>#<sub>`), while the approvers' sign-in spells the people of its home issuer bare. The approvals keep
+requesters and actors in the sign-in's home spelling, so that an agent acting for alice, signed in to the pages as
+`bob`, is still an actor of the request its call made, alice is still its requester, and her status page is hers."""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from mcp.server.auth.provider import AccessToken
+from pydantic import SecretStr
 
-from _approvals import NOW, ask, service_on
+from _approvals import NOW, ask
 from askback import Askback
 from askback.approvals.records import Approver
+from askback.approvals.setup import ApprovalsSetup
 from askback.clock import FrozenClock
 from askback.core.approving import Approval
-from askback.core.caller import principal_of
-from askback.db.migrate import all_components
+from askback.core.caller import home_spelled, principal_of
+from askback.identity import PeopleSignIn
 from askback.server.http import bearer_check
-from askback.store import Store
 
 pytestmark = pytest.mark.anyio
 
 ISSUER = "https://id.example.test"
+BASE = "http://127.0.0.1:8000"
 # Anyone of the team but the requester may approve; the people sign-in at ISSUER spells them bare.
 TEAM = Approval(key="deploy", title="Deploy", principals=frozenset({"alice", "bob", "carol"}))
 
@@ -34,22 +40,52 @@ class _Verifier:
         return AccessToken(token=token, client_id="agent", subject="alice", scopes=[], claims=claims)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SdkVerifierCheck from build_app has no home issuer: actors are <iss>#bob, the pages' sign-in says bob",
-)
-async def test_an_actor_of_a_verified_token_cannot_approve_the_request_its_call_made(tmp_path: object) -> None:
-    check = bearer_check(Askback("verifier-spelling"), token_verifier=_Verifier())
+async def test_a_verified_tokens_requester_and_actor_are_the_people_the_sign_in_names(
+    make_settings: Callable[..., Any],
+) -> None:
+    clock = FrozenClock(at=NOW)
+    sign_in = PeopleSignIn(
+        issuer=ISSUER,
+        client_id="askback",
+        client_secret=SecretStr("not used here"),
+        base_url=BASE,
+        session_secret=secrets.token_bytes(32),
+        clock=clock,
+    )
+    setup = ApprovalsSetup(sign_in=sign_in, base_url=BASE)
+    app = Askback("verifier-spelling", settings=make_settings(), clock=clock, extensions=[sign_in, setup])
+    check = bearer_check(app, token_verifier=_Verifier())
     assert check is not None
     caller = await check.verify("exchanged")
-    # How the people sign-in of the same issuer spells bob (`PeopleSignIn`: home issuer = the tokens' issuer).
-    bob = Approver(principal_of("bob", ISSUER, home=ISSUER), method="oidc")
-    clock = FrozenClock(at=NOW)
-    store = await Store.open(f"sqlite:///{tmp_path}/askback.db", migrate=True, components=all_components())
-    try:
-        service = service_on(store, clock)
+    # The check spells them as another issuer's people: what the approvals must not compare as they are.
+    assert caller.principal == f"{ISSUER}#alice" and caller.actors == (f"{ISSUER}#bob",)
+
+    def signed_in(subject: str) -> Approver:
+        return Approver(principal_of(subject, ISSUER, home=sign_in.home_issuer), method="oidc")
+
+    async with app.running():
+        service = await setup.service()
         made = await service.request(caller.principal, caller.actors, ask(TEAM, requester=caller.principal))
-        decided = await service.decide(bob, made.id, "approve", "", digest=made.digest)
-    finally:
-        await store.close()
-    assert not decided.counted
+        assert made.requester == "alice" and made.actors == ("bob",)
+        by_actor = await service.decide(signed_in("bob"), made.id, "approve", "", digest=made.digest)
+        by_requester = await service.decide(signed_in("alice"), made.id, "approve", "", digest=made.digest)
+        assert (by_actor.counted, by_actor.refusal) == (False, "actor")
+        assert (by_requester.counted, by_requester.refusal) == (False, "requester")
+        # Her status page is hers, and the request her call made is the one her retry finds again.
+        assert await service.of_requester("alice", made.id) is not None
+        again = await service.request(caller.principal, caller.actors, ask(TEAM, requester=caller.principal))
+        assert again.id == made.id
+        by_carol = await service.decide(signed_in("carol"), made.id, "approve", "", digest=made.digest)
+        assert by_carol.counted
+        # And her decline withdraws it (here already decided: returned as it is, still hers).
+        assert await service.withdraw(caller.principal, made.id) is not None
+
+
+def test_only_the_home_issuers_qualified_people_lose_their_issuer() -> None:
+    assert home_spelled(f"{ISSUER}#alice", ISSUER) == "alice"
+    assert home_spelled("https://other.example#alice", ISSUER) == "https://other.example#alice"
+    # A subject holding `#` stays qualified (bare, it would read as an issuer and a subject).
+    assert home_spelled(f"{ISSUER}#a#b", ISSUER) == f"{ISSUER}#a#b"
+    assert home_spelled("#alice", ISSUER) == "#alice"
+    assert home_spelled(f"{ISSUER}#alice", None) == f"{ISSUER}#alice"
+    assert home_spelled("alice", ISSUER) == "alice"

@@ -75,7 +75,7 @@ STALE_OF_NOBODY = (
     .where(_r.requester.is_(None), _r.status == "pending", _r.expires_at <= bindparam("now"))
     .with_for_update()
 )
-_POLICIES = select(_r.id, _r.policy, _r.created_at).where(_r.status == "pending")
+_POLICIES = select(_r.id, _r.policy, _r.created_at, _r.expires_at).where(_r.status == "pending")
 _NEWEST = (_r.created_at.desc(), _r.id.desc())
 PENDING = _POLICIES.order_by(*_NEWEST).limit(PENDING_SCAN)
 PENDING_BEFORE = (
@@ -235,16 +235,29 @@ def add_vote(conn: Any, request_id: str, vote: Vote) -> None:
     )
 
 
-def pending_for(conn: Any, may_decide: Callable[[Approval], bool]) -> list[ApprovalRecord]:
-    """The open requests whose policy `may_decide` accepts, newest first, `LISTED_MOST` at most: every pending
-    request's policy is read, page by page, so that no number of requests others may decide hides one from this
-    person (only the matches are read whole, with their votes)."""
-    ids: list[str] = []
+def pending_for(
+    conn: Any,
+    may_decide: Callable[[Approval], bool],
+    *,
+    now: float,
+    decidable: Callable[[ApprovalRecord], bool],
+) -> list[ApprovalRecord]:
+    """The open requests this person may decide, newest first, `LISTED_MOST` at most: every pending request's policy
+    and expiry are read, page by page, those whose policy `may_decide` accepts and which are open at `now` are read
+    whole, with their votes, and kept when `decidable` (the person's own, an actor's or already decided by them are
+    not). Only what is kept counts, so that no number of requests this person may not decide now hides one they may."""
+    kept: list[ApprovalRecord] = []
     page = conn.execute(PENDING, {}).all()
     while True:
-        ids += [row.id for row in page if may_decide(_approval(json.loads(row.policy)))]
-        if len(ids) >= LISTED_MOST or len(page) < PENDING_SCAN:
-            break
+        for row in page:
+            if row.expires_at <= now or not may_decide(_approval(json.loads(row.policy))):
+                continue
+            found = conn.execute(BY_ID, {"id": row.id}).first()
+            record = None if found is None else record_of(found, votes_of(conn, found.id))
+            if record is not None and decidable(record):
+                kept.append(record)
+                if len(kept) == LISTED_MOST:
+                    return kept
+        if len(page) < PENDING_SCAN:
+            return kept
         page = conn.execute(PENDING_BEFORE, {"at": page[-1].created_at, "id": page[-1].id}).all()
-    found = (conn.execute(BY_ID, {"id": approval_id}).first() for approval_id in ids[:LISTED_MOST])
-    return [record_of(row, votes_of(conn, row.id)) for row in found if row is not None]

@@ -33,7 +33,7 @@ from askback.audit.emit import emit
 from askback.audit.event import EventKind
 from askback.clock import Clock
 from askback.core.approving import ApprovalAsk, ApprovalState, ApprovalStatus, approval_digest
-from askback.core.caller import MAX_PRINCIPAL
+from askback.core.caller import MAX_PRINCIPAL, home_spelled
 from askback.core.text import name_problem
 from askback.errors import InvalidParamsError, LimitReachedError, ToolError
 from askback.store import AuditLog, Database, append_event, hold_lock
@@ -82,12 +82,16 @@ class ApprovalService:
         status_url: Callable[[str], str],
         pending_per_requester: int,
         keys: Sequence[str] = (),
+        home_issuer: str | None = None,
     ) -> None:
         self.database = database
         self.clock = clock
         self.audit_log = audit_log
         self.status_url = status_url
         self.pending_per_requester = pending_per_requester
+        # The issuer whose people the approvers' sign-in spells bare: requesters and actors are stored, and compared
+        # with the people signed in, in that spelling, whatever spelling the bearer check gave them.
+        self.home_issuer = home_issuer
         # The digest a request is stored under: keyed by a key of its own purpose derived from each state key (the
         # first for a new request; any for a lookup, so a rotation keeps the requests made before it).
         self._digest_keys = derived([key.encode() for key in keys], STORED_DIGEST)
@@ -98,6 +102,10 @@ class ApprovalService:
         if not self._digest_keys:
             return [digest]
         return [keyed(key, digest.encode()) for key in self._digest_keys]
+
+    def _spelled(self, principal: str | None) -> str | None:
+        """`principal` in the home spelling of the approvers' sign-in (`home_spelled`)."""
+        return None if principal is None else home_spelled(principal, self.home_issuer)
 
     def state(self, record: ApprovalRecord) -> ApprovalState:
         """What the port reports to the core of `record`, its status page included."""
@@ -115,7 +123,10 @@ class ApprovalService:
         so that it can complete with that; a flow that never waited on a decided request gets a new one. With
         `ask.following` (the request the flow's status link showed), that request, when it is this requester's and
         for this call, is the one the flow waited on; any other id is ignored."""
-        stored_actors = self._checked_ask(requester, actors, ask)
+        checked = self._checked_ask(requester, actors, ask)
+        stored_actors = tuple(dict.fromkeys(home_spelled(actor, self.home_issuer) for actor in checked))
+        # The digest binds the requester as the caller's check spelled them; the record keeps the home spelling.
+        requester = self._spelled(requester)
         arguments = {k: (None if k in ask.approval.hidden else v) for k, v in ask.arguments.items()}
         arguments_json = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
         answers_json = json.dumps(dict(ask.answers), sort_keys=True, ensure_ascii=False)
@@ -195,6 +206,7 @@ class ApprovalService:
     async def withdraw(self, requester: str | None, approval_id: str) -> ApprovalRecord | None:
         """The requester withdraws a pending request; `None` for an id that is not theirs (as for an unknown one). A
         request that is no longer pending is returned as it is."""
+        requester = self._spelled(requester)
 
         def write(conn: Any, changes: Changes) -> ApprovalRecord | None:
             row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
@@ -216,6 +228,7 @@ class ApprovalService:
 
     async def of_requester(self, requester: str | None, approval_id: str) -> ApprovalRecord | None:
         """The request as its requester may see it; `None` for another principal's id, as for an unknown one."""
+        requester = self._spelled(requester)
         record = await self.get(approval_id)
         return record if record is not None and record.requester == requester else None
 
@@ -227,9 +240,15 @@ class ApprovalService:
 
     async def decidable_by(self, approver: Approver) -> list[ApprovalRecord]:
         """The open requests this person may decide, newest first, `repository.LISTED_MOST` at most."""
-        found = await self._reading(lambda conn: rows.pending_for(conn, lambda policy: allowed(policy, approver)))
         now = self.clock.now()
-        return [record for record in found if refusal(record, approver, now) is None]
+        return await self._reading(
+            lambda conn: rows.pending_for(
+                conn,
+                lambda policy: allowed(policy, approver),
+                now=now,
+                decidable=lambda record: refusal(record, approver, now) is None,
+            )
+        )
 
     async def decide(
         self, approver: Approver, approval_id: str, decision: Decision, reason: str, *, digest: str

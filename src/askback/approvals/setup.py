@@ -105,6 +105,7 @@ class ApprovalsSetup:
             status_url=self.status_url,
             pending_per_requester=context.settings.pending_approvals_per_principal,
             keys=keys,
+            home_issuer=getattr(self.sign_in, "home_issuer", None),
         )
         self._events = ApprovalEvents(context.store.events)
         self._clock = context.clock

@@ -26,6 +26,7 @@ __all__ = [
     "Caller",
     "actors_of",
     "checked_principal",
+    "home_spelled",
     "missing_scopes",
     "principal_of",
     "split_principal",
@@ -92,6 +93,17 @@ def split_principal(principal: str) -> tuple[str | None, str]:
     if not mark:
         return None, principal
     return issuer or None, subject
+
+
+def home_spelled(principal: str, home: str | None) -> str:
+    """`principal` as `principal_of` spells it on a deployment whose home issuer is `home`: `<home>#<subject>`
+    becomes the bare subject (when the subject holds no `#`), anything else is returned as it is. What makes the
+    principals of a check that knows no home issuer (a token verifier that returns `iss`) comparable with those of
+    one that does (people's sign-in)."""
+    issuer, subject = split_principal(principal)
+    if home is not None and issuer == home and "#" not in subject:
+        return subject
+    return principal
 
 
 def missing_scopes(granted: frozenset[str] | set[str], required: tuple[str, ...]) -> tuple[str, ...]:
