@@ -136,14 +136,7 @@ def resumed(
     keys = {account.key for account in connected if account.principal == record.principal}
     if links is None or not links <= keys or overdue(record, now=now, limits=limits) is not None:
         return None
-    return record.moved(
-        status=TaskStatus.WORKING,
-        status_message=None,
-        outstanding={},
-        updated_at=now,
-        lease_owner=owner,
-        lease_until=now + lease,
-    )
+    return record.back_to_work(owner=owner, lease=lease, now=now)
 
 
 class AccountWaits:

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Final
 
 from askback.core.approving import ApprovalsPort, ApprovalState, approval_key
 from askback.core.caller import Caller
-from askback.core.round import End, Limits, admit
+from askback.core.round import Limits
 from askback.errors import AskbackError
 from askback.server.tasks._log_follower import LogFollower
 from askback.server.tasks.rows import TaskRecord, awaiting_of, task_caller
-from askback.server.tasks.status import TaskStatus
+from askback.server.tasks.runner import overdue
 from askback.store import Store, StoredEvent
 
 if TYPE_CHECKING:
@@ -108,16 +108,9 @@ def resumed(
     waited = record.awaited_approvals
     if not waited or not waited & set(ended):
         return None
-    if isinstance(admit(sealed=True, state=record.flow, recorded=None, now=now, limits=limits), End):
+    if overdue(record, now=now, limits=limits) is not None:
         return None
-    return record.moved(
-        status=TaskStatus.WORKING,
-        status_message=None,
-        outstanding={},
-        updated_at=now,
-        lease_owner=owner,
-        lease_until=now + lease,
-    )
+    return record.back_to_work(owner=owner, lease=lease, now=now)
 
 
 class ApprovalWaits:

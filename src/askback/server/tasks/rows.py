@@ -133,6 +133,18 @@ class TaskRecord:
             raise ValueError(f"a task may not go from {self.status} to {status}")
         return dataclasses.replace(self, **changes)
 
+    def back_to_work(self, *, owner: str, lease: float, now: float) -> TaskRecord:
+        """This waiting task `working` again under `owner`'s lease from `now`, its questions and status message
+        dropped (what it waited on, an account or an approval, came)."""
+        return self.moved(
+            status=TaskStatus.WORKING,
+            status_message=None,
+            outstanding={},
+            updated_at=now,
+            lease_owner=owner,
+            lease_until=now + lease,
+        )
+
 
 def task_caller(record: TaskRecord) -> Caller | None:
     """The caller a run of the task's handler runs as: its principal, scopes and the actors of its token, as the
