@@ -46,6 +46,22 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
+# Ports held for the life of the test process: see held_port.
+_HELD: list[socket.socket] = []
+
+
+def held_port() -> int:
+    """A loopback port that stays this process's until it exits, for a port a module names before its server starts
+    (a redirect URI registered at the provider, say). The port is bound, with SO_REUSEADDR, and never listened on: the
+    kernel gives it to no other bind(0) and to no outgoing connection, so minutes later it is still free for the
+    server (uvicorn, askback serve, nginx and asyncio all bind with SO_REUSEADDR), where `free_port`'s port may by
+    then be another process's."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    _HELD.append(sock)
+    return int(sock.getsockname()[1])
+
 
 def run_askback(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180

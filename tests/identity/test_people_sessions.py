@@ -47,7 +47,7 @@ from askback.identity.schema import MIGRATIONS
 from askback.runtime import Parked, Runtime, WebInbox
 from askback.settings import load_settings
 from askback.testing import free_port, serving
-from infra import FIXTURES, OidcProvider, async_browser_context, async_chromium, oidc_provider
+from infra import FIXTURES, OidcProvider, async_browser_context, async_chromium, held_port, oidc_provider
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page
@@ -56,9 +56,9 @@ pytestmark = [pytest.mark.anyio]
 
 COOKIE = PeopleSignIn.COOKIE
 NOBODY = "Nobody is signed in in this browser."
-SECOND_PORT = free_port()
+SECOND_PORT = held_port()
 SECOND = f"http://127.0.0.1:{SECOND_PORT}"
-INBOX_PORT = free_port()
+INBOX_PORT = held_port()
 INBOX = f"http://127.0.0.1:{INBOX_PORT}"
 INBOX_TTL = 900
 

@@ -48,7 +48,15 @@ from askback.runtime import Parked, Runtime, WebInbox
 from askback.settings import load_settings
 from askback.testing import free_port, serving
 from askback.web.pages import safe_next_path
-from infra import FIXTURES, OidcProvider, async_browser_context, async_chromium, oidc_provider, serving_http
+from infra import (
+    FIXTURES,
+    OidcProvider,
+    async_browser_context,
+    async_chromium,
+    held_port,
+    oidc_provider,
+    serving_http,
+)
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page
@@ -59,9 +67,9 @@ COOKIE = PeopleSignIn.COOKIE
 # A site reached over https, whose callback the browser is sent to but never loads (every host name but localhost
 # fails to resolve in the test browser): the callback URL is read from the failed request.
 HTTPS_SITE = "https://tools.example"
-INBOX_PORT = free_port()
+INBOX_PORT = held_port()
 INBOX = f"http://127.0.0.1:{INBOX_PORT}"
-APART_PORT = free_port()  # a site whose people sign in at another issuer than its tokens'
+APART_PORT = held_port()  # a site whose people sign in at another issuer than its tokens'
 APART = f"http://127.0.0.1:{APART_PORT}"
 
 
