@@ -4,7 +4,9 @@ Every ```python block falls in one of three kinds, by the line right before its 
 
 - `<!-- runnable -->`: a self-contained snippet, run as a script (in a temporary working directory, without any
   `ASKBACK_*` variables), that needs no network and no server. It must finish without an exception, and its
-  imports are checked as a fragment's are.
+  imports are checked as a fragment's are. One that defines an app with tools (`app = Askback(...)`, `@app.tool`)
+  is also served with `askback serve` and each of its tools called to completion (`test_docs_served.py`), so it
+  must define whatever its handlers use.
 - `<!-- signature -->`: a call signature such as `flow.ask(question, *, message=None, expect=None)`. Its parameters
   must be those of the real callable, in order, of the same kind, with a default where it has one (equal to it when
   the page shows a literal).
