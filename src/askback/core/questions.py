@@ -393,7 +393,7 @@ class Link(Question[None]):
     def render(self, *, message: str | None = None, url: str | None = None) -> dict[str, Any]:
         target = url or self.url
         if target is None:
-            raise DefinitionError(f"question {self.key!r} has no url: pass url= when asking")
+            raise DefinitionError(f"question {self.key!r} has no url: pass url= when asking", when="asked")
         check_link(target, key=self.key)
         return {"mode": "url", "message": message or self.message, "url": target}
 

@@ -283,7 +283,7 @@ class _Meta:
         try:
             return list(checked_connections("check_readiness", connections))
         except DefinitionError as exc:
-            raise ToolError(str(exc).removeprefix("tool 'check_readiness': ")) from None
+            raise ToolError(exc.message.removeprefix("tool 'check_readiness': ")) from None
 
     async def _readiness(self, connections: Sequence[str]) -> dict[str, ConnectionReadiness]:
         """Each distinct connection's readiness for this caller, read for real (statuses only, never a credential)."""
