@@ -119,3 +119,18 @@ def test_askback_serve_names_the_users_line_for_any_exception_raised_inside_a_li
     text = str(refused.value)
     assert text.endswith(f"at {path.name}:{line + 1}"), text
     assert "json/decoder.py" not in text
+
+
+def test_a_connections_file_names_its_own_entry_and_not_the_line_that_loaded_it(tmp_path: Path) -> None:
+    from askback.accounts.connections import load_connections
+
+    path = tmp_path / "connections.toml"
+    path.write_text(
+        '[connections.lab]\nclient_id = "a"\nclient_secret_env = "S"\n'
+        'authorize_url = "http://lab.example.com/authorize"\ntoken_url = "https://lab.example.com/token"\n'
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        load_connections(path, environ={"S": "not-a-secret"})
+    text = str(refused.value)
+    assert text.startswith(f"{path}: [connections.lab]: ") and "must use https" in text
+    assert "defined at" not in text and ".py" not in text
