@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import runpy
 import secrets
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from askback import DefinitionError
 from askback.cli.serve import load_target
 from askback.errors import ConfigurationError
+from infra import run_askback
 
 HEAD = """\
 from pydantic import BaseModel, Field
@@ -134,3 +137,22 @@ def test_a_connections_file_names_its_own_entry_and_not_the_line_that_loaded_it(
     text = str(refused.value)
     assert text.startswith(f"{path}: [connections.lab]: ") and "must use https" in text
     assert "defined at" not in text and ".py" not in text
+
+
+@pytest.mark.http
+def test_a_served_module_that_defines_a_nested_form_is_refused_naming_its_line(tmp_path: Path) -> None:
+    path, line = user_module(tmp_path, BAD["a nested model"])
+    result = run_askback("serve", f"{path.stem}:app", "--port", "1", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"{path.name}:{line}" in result.stderr and "questions.py" not in result.stderr, result.stderr
+
+
+@pytest.mark.http
+def test_importing_a_module_that_defines_a_nested_form_ends_its_traceback_with_the_users_line(tmp_path: Path) -> None:
+    path, line = user_module(tmp_path, BAD["a nested model"])
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {path.stem}"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("askback.errors.DefinitionError: question 'shipping'"), result.stderr
+    assert last.endswith(f"(defined at {path.name}:{line})"), result.stderr
