@@ -1,5 +1,5 @@
-"""How a handler becomes an SDK tool: the checks made when it is defined, the function the SDK calls, and what an
-askback error becomes at the SDK's boundary.
+"""How a handler becomes an SDK tool: the checks made when it is defined, the function the SDK calls, what an
+askback error becomes at the SDK's boundary, and the server's log line for a call that failed there with -32603.
 
 The SDK builds a tool's input schema from the function it is given. `sdk_function` gives it one with the handler's
 own parameters, minus the `Flow` and the SDK `Context` askback passes itself, plus a keyword-only context through
