@@ -155,3 +155,18 @@ async def test_a_task_whose_handler_crashes_is_logged_as_its_mrtr_call_is(
     lines = [r for r in caplog.records if r.name == "askback" and r.levelno >= logging.ERROR]
     assert [(getattr(r, "tool", None), getattr(r, "error", None)) for r in lines] == [("boom", "RuntimeError")]
     assert lines[0].exc_info is not None and "hunter2" not in lines[0].getMessage()
+
+
+async def test_a_meta_tool_failing_with_minus_32603_is_logged_with_its_name(
+    make_settings: Callable[..., Any], clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Askback("no-accounts", settings=make_settings(expose="meta"), clock=clock)
+    caplog.set_level(logging.INFO)
+    async with app.running(), Client(app.mcp) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.session.call_tool("connect_account", {"connection": "gmail"}, allow_input_required=True)
+    assert refused.value.error.code == -32603 and "enable_accounts" in refused.value.error.message
+    errors = [r for r in caplog.records if r.name == "askback" and r.levelno >= logging.ERROR]
+    assert [(getattr(r, "tool", None), getattr(r, "error", None)) for r in errors] == [
+        ("connect_account", "ConfigurationError")
+    ]
