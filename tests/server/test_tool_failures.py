@@ -4,8 +4,14 @@ log naming the tool and the exception, with its traceback, never the call's argu
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,7 +25,8 @@ from askback import Askback, Confirm, DefinitionError, Flow, Link
 from askback.audit import AuditFilter
 from askback.clock import FrozenClock
 from askback.errors import RoundInProgressError, StoreUnavailableError
-from askback.testing import answered_by_hand
+from askback.testing import answered_by_hand, call_round, free_port
+from infra import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -170,3 +177,64 @@ async def test_a_meta_tool_failing_with_minus_32603_is_logged_with_its_name(
     assert [(getattr(r, "tool", None), getattr(r, "error", None)) for r in errors] == [
         ("connect_account", "ConfigurationError")
     ]
+
+
+SERVED_MODULE = """
+from askback import Askback, Confirm, Flow
+
+app = Askback("served-failures")
+typed = Confirm(key="confirm_project", message="Type the project's name.", field="project_name", typed=True)
+
+
+@app.tool(asks=[typed])
+async def delete_project(project_id: str, flow: Flow) -> str:
+    if not flow.ask(typed):
+        return "Cancelled."
+    return "Deleted."
+"""
+
+
+@contextmanager
+def serving_with_log(folder: Path) -> Iterator[tuple[str, Path]]:
+    """`askback serve served_failures:app` in `folder` (JSON logs on its stderr, into a file) until the block ends;
+    its /mcp URL and the file."""
+    (folder / "served_failures.py").write_text(SERVED_MODULE, encoding="utf-8")
+    port, log = free_port(), folder / "server.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASKBACK_")}
+    env.update(ASKBACK_DATABASE_URL=f"sqlite:///{folder / 'askback.db'}", ASKBACK_LOG_FORMAT="json")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "askback", "serve", "served_failures:app", "--port", str(port)],
+            cwd=folder,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: _healthy(port) or proc.poll() is not None, timeout=60, what="the server")
+        yield f"http://127.0.0.1:{port}/mcp", log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.mark.http
+async def test_a_served_call_refused_for_a_typed_confirmation_without_expect_leaves_one_error_line_on_stderr(
+    tmp_path: Path,
+) -> None:
+    with serving_with_log(tmp_path) as (url, log):
+        got = await call_round(url, "delete_project", {"project_id": SECRET_ARGUMENT})
+    assert got.error is not None and got.error.code == -32603 and "expect=" in got.error.message
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    errors = [r for r in records if r["level"] == "error"]
+    assert [(r["logger"], r["tool"], r["error"]) for r in errors] == [("askback", "delete_project", "DefinitionError")]
+    assert "served_failures.py" in errors[0]["exception"]
+    assert SECRET_ARGUMENT not in log.read_text()
