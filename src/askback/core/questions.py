@@ -258,7 +258,7 @@ class Form(_FormBase[M]):
 class Confirm(_FormBase[bool]):
     """A confirmation. Plain: a yes/no checkbox (`True` only when ticked). Typed (`typed=True`): the user types an
     exact value, such as the project name, and the answer is `True` only when it matches the `expect=` given at ask
-    time.
+    time; asked without `expect=`, it is refused before it goes out.
     """
 
     field: str = "confirm"
@@ -274,7 +274,9 @@ class Confirm(_FormBase[bool]):
         value = getattr(self._validate(content), self.field)
         if self.typed:
             if expect is None:
-                raise DefinitionError(f"question {self.key!r} is a typed confirmation: pass expect= when asking")
+                raise DefinitionError(
+                    f"question {self.key!r} is a typed confirmation: pass expect= when asking", when="asked"
+                )
             return bool(value == expect)
         return bool(value)
 
