@@ -60,6 +60,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from askback._where import caller_line
+
 if TYPE_CHECKING:
     from mcp.shared.exceptions import MCPError
 
@@ -134,7 +136,26 @@ class ConfigurationError(AskbackError):
 
 
 class DefinitionError(AskbackError, TypeError):
-    """A question or tool is defined in a way that can never work; raised at definition time."""
+    """A question or tool is defined in a way that can never work; raised at definition time.
+
+    Its text ends with the line of the code that called askback (`(defined at ops.py:12)`: `where`, the first frame
+    outside askback, the standard library and the SDK), so that an error whose traceback ends in askback's own
+    files still names the line to change. `when` says what that line did (`defined`, `asked`). `message` is the
+    text alone, which is what reaches a client (`to_mcp_error`): a server's file names stay on the server."""
+
+    def __init__(self, message: str, *, when: str = "defined") -> None:
+        super().__init__(message)
+        self.message = message
+        self.when = when
+        self.where = caller_line()
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.when} at {self.where})" if self.where else self.message
+
+    def to_mcp_error(self) -> MCPError:
+        from mcp.shared.exceptions import MCPError
+
+        return MCPError(code=self.code, message=self.message, data=self.wire_data())
 
 
 class MissingCapabilityError(AskbackError):

@@ -39,6 +39,14 @@ FLAGGED: dict[str, list[tuple[int, str]]] = {
         (32, "ABK105"),
         (39, "ABK105"),
     ],
+    "abk105_shared_state.py": [
+        (18, "ABK105"),
+        (19, "ABK105"),
+        (20, "ABK105"),
+        (21, "ABK105"),
+        (22, "ABK105"),
+        (23, "ABK105"),
+    ],
     "abk106_secret_in_request_state.py": [(7, "ABK106"), (16, "ABK106"), (21, "ABK106"), (25, "ABK106")],
     "abk107_secret_in_form.py": [
         (13, "ABK107"),
@@ -151,6 +159,77 @@ def test_a_nested_function_is_checked_on_its_own() -> None:
         "    flow.ask(confirm)\n"
     )
     assert positions(lint_source(source, "x.py")) == [(3, "ABK105"), (5, "ABK105")]
+
+
+def test_a_change_to_the_modules_state_before_the_first_question_names_the_module_level_name() -> None:
+    messages = [f.message for f in lint_fixture("abk105_shared_state.py")]
+    assert messages[0].startswith("FILED.append(...) changes the module-level FILED: a write that runs before")
+    assert messages[1].startswith("SEEN[...] changes the module-level SEEN")
+    assert messages[2].startswith("del SEEN[...] changes the module-level SEEN")
+    assert messages[4].startswith("assigning COUNT (global COUNT) changes the module-level COUNT")
+    assert messages[5].startswith("await record(...) is not a known read and runs before the first question (line 24)")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "await record(report_id)",
+        "await audit_trail(report_id, 'seen')",
+        "REGISTRY[report_id].append(1)",
+        "REGISTRY.get(report_id).add(1)",
+        "STATE.last = report_id",
+        "REGISTRY.setdefault(report_id, []).append(1)",
+        "REGISTRY.pop(report_id)",
+        "REGISTRY.clear()",
+        "REGISTRY[report_id] += 1",
+    ],
+)
+def test_an_effect_on_shared_state_or_an_unknown_await_before_the_first_question_is_flagged(line: str) -> None:
+    source = f"REGISTRY = {{}}\nSTATE = State()\n\nasync def tool(report_id, flow):\n    {line}\n    flow.ask(q)\n"
+    assert positions(lint_source(source, "x.py")) == [(5, "ABK105")]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "await reports.get_report(report_id)",
+        "await reports.lookup(report_id)",
+        "await reports.exists(report_id)",
+        "await search_reports(report_id)",
+        "await users.has_role(report_id, 'admin')",
+        "await anyio.sleep(0)",
+        "await response.json()",
+        "await app.store()",
+        "await ctx.report_progress(1, 2)",
+        "await flow.connect('gmail')",
+        "await flow.once('file', lambda: REGISTRY.update(x=1))",
+        "await cursor.execute('SELECT 1')",
+        "local = {}; local.update(x=1); local[report_id] = 1",
+        "REGISTRY = {}; REGISTRY.update(x=1)",
+        "total = len(REGISTRY) + REGISTRY.get(report_id, 0)",
+        "import json\n    json.dumps(REGISTRY)",
+    ],
+)
+def test_reads_local_state_flow_calls_and_effects_inside_flow_once_are_not_flagged(line: str) -> None:
+    source = f"REGISTRY = {{}}\n\nasync def tool(report_id, flow, ctx):\n    {line}\n    flow.ask(q)\n"
+    assert lint_source(source, "x.py") == []
+
+
+def test_shared_state_changed_after_the_first_question_or_in_a_function_that_never_asks_is_not_flagged() -> None:
+    source = (
+        "FILED = []\n"
+        "async def after(flow):\n"
+        "    flow.ask(q)\n"
+        "    FILED.append(1)\n"
+        "    await record(1)\n"
+        "async def never(x):\n"
+        "    FILED.append(x)\n"
+        "    await record(x)\n"
+        "async def shadowed(FILED, flow):\n"
+        "    FILED.append(1)\n"
+        "    flow.ask(q)\n"
+    )
+    assert lint_source(source, "x.py") == []
 
 
 def test_camel_case_writes_and_returned_input_required_results_count() -> None:

@@ -13,11 +13,11 @@ import importlib
 import logging
 import os
 import sys
-import traceback
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from askback._where import traceback_line
 from askback.cli.output import UsageError, reports_errors
 from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError
@@ -61,12 +61,13 @@ def load_object(target: str, what: str) -> Any:
     except ImportError as exc:
         raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
     except Exception as exc:
-        # The module's own code raised while being imported: name the exception and where it was raised; running
-        # `python -c "import MODULE"` shows the whole traceback.
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        # The module's own code raised while being imported: name the exception and the line of that code it came
+        # from (not askback's, nor a library's); running `python -c "import MODULE"` shows the whole traceback.
+        line = traceback_line(exc.__traceback__)
+        said = str(exc)
+        where = f" at {line}" if line and line not in said else ""
         raise ConfigurationError(
-            f"cannot import {module_name!r}: it raised {type(exc).__name__}: {exc}{where}"
+            f"cannot import {module_name!r}: it raised {type(exc).__name__}: {said}{where}"
         ) from exc
     if not hasattr(module, attr):
         raise ConfigurationError(f"{module_name!r} has no {attr!r}")

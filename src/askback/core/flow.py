@@ -141,7 +141,8 @@ class Flow:
         if isinstance(question, Link):
             raise DefinitionError(
                 f"question {question.key!r} is a link: use flow.link(question, url=..., done=...), which checks real "
-                "state, because an accepted link only means the user agreed to open it"
+                "state, because an accepted link only means the user agreed to open it",
+                when="asked",
             )
         return self._value(question, self._outcome(question, message=message, url=None, expect=expect, batch=False))
 
@@ -151,7 +152,8 @@ class Flow:
             if isinstance(q, Link) or (isinstance(q, Confirm) and q.typed):
                 raise DefinitionError(
                     f"question {q.key!r} cannot go in ask_all: ask a typed confirmation with flow.ask(q, expect=...) "
-                    "and a link with flow.link(q, url=..., done=...)"
+                    "and a link with flow.link(q, url=..., done=...)",
+                    when="asked",
                 )
         outcomes = [self._outcome(q, message=None, url=None, expect=None, batch=True) for q in questions]
         if self._round.pending:
@@ -276,6 +278,13 @@ class Flow:
         fresh_only: bool = False,
     ) -> Outcome[Any] | None:
         key = question.key
+        if isinstance(question, Confirm) and question.typed and expect is None:
+            # Caught before the question goes out: no answer the person could type would ever be checked.
+            raise DefinitionError(
+                f"question {key!r} is a typed confirmation and was asked without expect=: pass the exact value the "
+                f"person must type, as in flow.ask(question, expect=project.name)",
+                when="asked",
+            )
         record = self._round
         params, q = question.shown(message=message, url=url)
         record.seen[key] = (params, question.mode)

@@ -258,7 +258,7 @@ class Form(_FormBase[M]):
 class Confirm(_FormBase[bool]):
     """A confirmation. Plain: a yes/no checkbox (`True` only when ticked). Typed (`typed=True`): the user types an
     exact value, such as the project name, and the answer is `True` only when it matches the `expect=` given at ask
-    time.
+    time; asked without `expect=`, it is refused before it goes out.
     """
 
     field: str = "confirm"
@@ -274,7 +274,9 @@ class Confirm(_FormBase[bool]):
         value = getattr(self._validate(content), self.field)
         if self.typed:
             if expect is None:
-                raise DefinitionError(f"question {self.key!r} is a typed confirmation: pass expect= when asking")
+                raise DefinitionError(
+                    f"question {self.key!r} is a typed confirmation: pass expect= when asking", when="asked"
+                )
             return bool(value == expect)
         return bool(value)
 
@@ -393,7 +395,7 @@ class Link(Question[None]):
     def render(self, *, message: str | None = None, url: str | None = None) -> dict[str, Any]:
         target = url or self.url
         if target is None:
-            raise DefinitionError(f"question {self.key!r} has no url: pass url= when asking")
+            raise DefinitionError(f"question {self.key!r} has no url: pass url= when asking", when="asked")
         check_link(target, key=self.key)
         return {"mode": "url", "message": message or self.message, "url": target}
 

@@ -183,7 +183,7 @@ class _Meta:
 
     async def search_tools(self, query: str = "", limit: Annotated[int, Field(ge=1, le=100)] = 20) -> SearchToolsResult:
         hits = self.app.catalogue.search(query, limit=limit)
-        ready = await self._readiness([c for tool in hits for c in tool.connections])
+        ready = await self._readiness([c for tool in hits for c in tool.connections], tool="search_tools")
         return SearchToolsResult(
             tools=[
                 ToolHit(name=t.name, description=t.description, connections=[ready[c] for c in t.connections])
@@ -208,7 +208,7 @@ class _Meta:
             raise ToolError("Give name (a tool: its connections) or connections (their names).")
         wanted = list(self._tool(name).connections) if name is not None else []
         wanted += self._names(connections or [])
-        ready = await self._readiness(wanted)
+        ready = await self._readiness(wanted, tool="check_readiness")
         found = [ready[c] for c in dict.fromkeys(wanted)]
         return CheckReadinessResult(ready=all(r.readiness == "ready" for r in found), connections=found)
 
@@ -220,7 +220,7 @@ class _Meta:
             checked_label(label)
         except AskbackError as exc:
             raise ToolError(str(exc)) from None
-        url = await self._with_port(lambda port: port.link(name, label, self.app.new_id()))
+        url = await self._with_port(lambda port: port.link(name, label, self.app.new_id()), tool="connect_account")
         host = urlsplit(url).hostname or ""
         found = ConnectAccountResult(connection=name, url=url, host=host)
         text = f"Connect your {name} account: open {url} (at {host}), sign in, then call the tool again."
@@ -283,9 +283,9 @@ class _Meta:
         try:
             return list(checked_connections("check_readiness", connections))
         except DefinitionError as exc:
-            raise ToolError(str(exc).removeprefix("tool 'check_readiness': ")) from None
+            raise ToolError(exc.message.removeprefix("tool 'check_readiness': ")) from None
 
-    async def _readiness(self, connections: Sequence[str]) -> dict[str, ConnectionReadiness]:
+    async def _readiness(self, connections: Sequence[str], *, tool: str) -> dict[str, ConnectionReadiness]:
         """Each distinct connection's readiness for this caller, read for real (statuses only, never a credential)."""
         wanted = list(dict.fromkeys(connections))
         if not wanted:
@@ -298,9 +298,9 @@ class _Meta:
                 found[name] = ConnectionReadiness(connection=name, readiness=readiness(statuses))
             return found
 
-        return await self._with_port(read)
+        return await self._with_port(read, tool=tool)
 
-    async def _with_port(self, use: Callable[[AccountsPort], Awaitable[T]]) -> T:
+    async def _with_port(self, use: Callable[[AccountsPort], Awaitable[T]], *, tool: str) -> T:
         """`use` run with this caller's connected accounts, closed after; askback's errors as the app answers them."""
         factory = self.app.accounts_port
         try:
@@ -316,4 +316,4 @@ class _Meta:
             finally:
                 await port.aclose()
         except AskbackError as exc:
-            raise at_mcp_boundary(exc) from exc
+            raise at_mcp_boundary(exc, tool=tool) from exc

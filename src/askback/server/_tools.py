@@ -1,5 +1,5 @@
-"""How a handler becomes an SDK tool: the checks made when it is defined, the function the SDK calls, and what an
-askback error becomes at the SDK's boundary.
+"""How a handler becomes an SDK tool: the checks made when it is defined, the function the SDK calls, what an
+askback error becomes at the SDK's boundary, and the server's log line for a call that failed there with -32603.
 
 The SDK builds a tool's input schema from the function it is given. `sdk_function` gives it one with the handler's
 own parameters, minus the `Flow` and the SDK `Context` askback passes itself, plus a keyword-only context through
@@ -10,20 +10,31 @@ in the background, after the request that created the task has ended.
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 import typing
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.shared.exceptions import MCPError
 
 from askback.core.flow import Flow
-from askback.core.questions import Question
-from askback.errors import AskbackError, DefinitionError
+from askback.core.questions import Confirm, Question
+from askback.errors import INTERNAL_ERROR, AskbackError, DefinitionError
 from askback.server.round import Handler
 
-__all__ = ["at_mcp_boundary", "check_questions", "check_task_tool", "checked_scopes", "sdk_function"]
+__all__ = [
+    "at_mcp_boundary",
+    "check_questions",
+    "check_task_tool",
+    "checked_scopes",
+    "log_failure",
+    "sdk_function",
+]
+
+logger = logging.getLogger("askback")
 
 _CTX = "askback_context"
 # RFC 6749 section 3.3: a scope token is printable ASCII without space, `"` or `\`.
@@ -55,6 +66,13 @@ def check_task_tool(
             "Context to give it. Take a Flow parameter instead (flow.caller: who is calling and their scopes; "
             "flow.ask: ask the user; flow.once: run an effect once), or register the tool without task=..."
         )
+    for question in ask_first:
+        if isinstance(question, Confirm) and question.typed:
+            raise DefinitionError(
+                f"tool {tool!r}: the typed confirmation {question.key!r} cannot be asked first (ask_first=): it is "
+                "asked before the handler runs, so there is no expect= to check the typed value against. Ask it in "
+                "the handler with flow.ask(question, expect=...)"
+            )
     return check_questions(tool, ask_first)
 
 
@@ -121,9 +139,41 @@ def sdk_function(
     return run_tool, handler
 
 
-def at_mcp_boundary(exc: AskbackError) -> Exception:
+def at_mcp_boundary(exc: AskbackError, *, tool: str | None = None) -> Exception:
     """The one place an askback error becomes what the SDK answers: a tool result flagged `isError` for what the
-    model should read and fix (`tool_error`), a JSON-RPC error for the rest."""
+    model should read and fix (`tool_error`), a JSON-RPC error for the rest. A call of `tool` that fails with
+    -32603 (which nobody but the server's operator can act on) is logged (`log_failure`)."""
     if exc.tool_error:
         return ToolError(str(exc))
+    if tool is not None:
+        log_failure(tool, exc)
     return exc.to_mcp_error()
+
+
+def log_failure(tool: str, error: BaseException) -> None:
+    """One line in the server's log for a call of `tool` that failed with what neither the caller nor the model can
+    act on: askback's own -32603 errors (a question asked wrongly, a database that cannot be reached) and a crash of
+    the handler or of askback's round. At ERROR with the traceback; a condition a retry gets past (`retryable`: a
+    copy of the round still running elsewhere) at WARNING without it. The line names the tool and the exception's
+    type, never the call's arguments (the traceback shows the exception's own text)."""
+    if isinstance(error, AskbackError):
+        if error.tool_error or error.code != INTERNAL_ERROR:
+            return
+        if (error.wire_data() or {}).get("retryable") is True:
+            logger.warning(
+                "askback: a call of %r failed with %s; the client may retry: %s",
+                tool,
+                type(error).__name__,
+                error,
+                extra={"tool": tool, "error": type(error).__name__},
+            )
+            return
+    elif isinstance(error, ToolError | ResourceError | MCPError) or not isinstance(error, Exception):
+        return
+    logger.error(
+        "askback: a call of %r failed with %s",
+        tool,
+        type(error).__name__,
+        exc_info=error,
+        extra={"tool": tool, "error": type(error).__name__},
+    )

@@ -322,7 +322,7 @@ class Askback:
                 )
             return await run_round(config or self.round_config, handler, arguments, ctx, caller)
         except AskbackError as exc:
-            raise at_mcp_boundary(exc) from exc
+            raise at_mcp_boundary(exc, tool=handler.tool) from exc
 
     async def _write_audit(self, events: list[AuditEvent]) -> None:
         store = await self.store()

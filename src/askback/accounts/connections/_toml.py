@@ -110,7 +110,7 @@ def load_connections(path: str | os.PathLike[str], *, environ: Mapping[str, str]
         try:
             built.append(_entry(name, table, env, where))
         except DefinitionError as exc:
-            raise ConfigurationError(f"{where}: {exc}") from None
+            raise ConfigurationError(f"{where}: {exc.message}") from None
     return Connections(built, source=str(file))
 
 

@@ -35,6 +35,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from askback.core.caller import Caller, missing_scopes
 from askback.core.state import FlowState
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
+from askback.server._tools import log_failure
 from askback.server.auth import caller_of
 from askback.server.tasks._account_waits import AccountWaits
 from askback.server.tasks._approval_waits import ApprovalWaits
@@ -218,6 +219,7 @@ class TasksExtension(Extension):
         try:
             return await self._call(params, ctx, call_next)
         except AskbackError as exc:
+            log_failure(params.name, exc)
             raise exc.to_mcp_error() from exc
 
     async def _call(

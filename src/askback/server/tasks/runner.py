@@ -46,6 +46,7 @@ from askback.core.round import End, Limits, admit
 from askback.core.state import FlowState
 from askback.errors import AskbackError, EffectInProgressError, StoreUnavailableError
 from askback.server._catalogue import argument_problems
+from askback.server._tools import log_failure
 from askback.server.round import Abandoned, Handler, RoundConfig, TaskRun, failure, run_task_round
 from askback.server.tasks import rows
 from askback.server.tasks._host import TaskHost
@@ -383,6 +384,8 @@ class TaskRunner:
             since = None if self.on_waiting is None else await store.events.latest_event_id()
             run = await self._run_holding_lease(record)
             ended = None if run is None else ended_by(record.tool, run.outcome)
+            if run is not None and ended is not None and isinstance(run.outcome, plan.Raise):
+                log_failure(record.tool, run.outcome.error)
             if run is None or ended is None:
                 if run is not None and isinstance(run.outcome, plan.Raise) and _retried(run.outcome.error):
                     logger.warning("askback: the run of task %s... stopped for now; it is retried", task_id[:6])

@@ -7,6 +7,7 @@ import ast
 from collections.abc import Sequence
 
 from askback.core.secret_words import looks_secret
+from askback.tools.lint._effects import awaited_unknown, changes_shared, module_names, shared_names
 from askback.tools.lint._patterns import (
     COMPLETE_CALLS,
     COMPLETE_METHOD,
@@ -51,6 +52,7 @@ class Checker:
             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         }
         self.models = pydantic_models(tree)
+        self.module_names = module_names(tree)
 
     def run(self) -> list[Finding]:
         for node in ast.walk(self.tree):
@@ -227,14 +229,22 @@ class Checker:
             return
         first = min(asked)
         in_memory = in_memory_names(params, nodes)
+        shared, declared = shared_names(func, nodes, self.module_names)
+        rerun = f"runs before the first question (line {first}); the handler reruns from the top every round, so it would run again"
         for node in nodes:
-            if isinstance(node, ast.Call) and node.lineno < first and is_write(node, in_memory):
-                self._add(
-                    node,
-                    "ABK105",
-                    f"{show(node.func)}(...) looks like a write and runs before the first question (line {first}); "
-                    "the handler reruns from the top every round, so it would run again",
-                )
+            if getattr(node, "lineno", first) >= first:
+                continue
+            if isinstance(node, ast.Call) and is_write(node, in_memory):
+                self._add(node, "ABK105", f"{show(node.func)}(...) looks like a write and {rerun}")
+                continue
+            change = changes_shared(node, shared, declared)
+            if change is not None:
+                assert isinstance(node, ast.expr)
+                self._add(node, "ABK105", f"{change}: a write that {rerun}")
+                continue
+            awaited = awaited_unknown(node, flows, in_memory)
+            if awaited is not None:
+                self._add(awaited, "ABK105", f"await {show(awaited.func)}(...) is not a known read and {rerun}")
 
 
 def _show_text(text: str) -> str:

@@ -55,7 +55,7 @@ Located = ast.expr | ast.stmt | ast.arg | ast.keyword | ast.alias
 # --- names -----------------------------------------------------------------------------------------------------
 
 
-def _words(name: str) -> list[str]:
+def words(name: str) -> list[str]:
     """`getAPIToken` -> [get, api, token]; `access_token` -> [access, token]."""
     spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", name)
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", spaced)
@@ -90,8 +90,7 @@ def is_push(call: ast.Call) -> bool:
 
 
 def secret_for_state(text: str) -> bool:
-    words = _words(text)
-    return any(w in _STATE_SECRET_WORDS for w in words) or looks_secret(text)
+    return any(w in _STATE_SECRET_WORDS for w in words(text)) or looks_secret(text)
 
 
 def literal_str(node: ast.expr | None) -> str | None:
@@ -193,19 +192,22 @@ def _builds_in_memory(value: ast.expr) -> bool:
     return False
 
 
+def write_verb(said: Sequence[str]) -> bool:
+    """Whether a name's words (`words(name)`) start with a write verb."""
+    return bool(said) and (said[0] in _WRITE_VERBS or list(said[:2]) in (["run", "migration"], ["run", "migrations"]))
+
+
 def is_write(call: ast.Call, in_memory: AbstractSet[str]) -> bool:
     name = name_of(call.func)
     if name is None:
         return False
-    words = _words(name)
-    if not words or words[0] in _READ_VERBS:
-        return False
-    if not (words[0] in _WRITE_VERBS or words[:2] in (["run", "migration"], ["run", "migrations"])):
+    said = words(name)
+    if not said or said[0] in _READ_VERBS or not write_verb(said):
         return False
     func = call.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in in_memory:
         return False
-    if words[0] == "execute" and call.args:
+    if said[0] == "execute" and call.args:
         sql = literal_str(call.args[0])
         if sql is not None and sql.lstrip().split(None, 1)[:1] in (["SELECT"], ["select"]):
             return False
