@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import UsageError, reports_errors
 from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError
@@ -36,6 +37,7 @@ _VERIFIER_ENV = "ASKBACK_SERVE_VERIFIER"
 # `--expose` reaches the target (imported here and in every worker) as the setting it overrides.
 _EXPOSE_ENV = "ASKBACK_EXPOSE"
 _HOSTS_ENV = "ASKBACK_ALLOWED_HOSTS"
+_DATABASE_ENV = "ASKBACK_DATABASE_URL"
 _EXPOSURES = ("direct", "meta", "both")
 # `--auth-*` options reach the workers as the variables `askback.identity` reads.
 _AUTH_ENV = {
@@ -163,6 +165,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on, 1 to 65535.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    database: Annotated[str | None, typer.Option("--database", help=DATABASE_HELP, show_default=False)] = None,
     log_level: Annotated[str, typer.Option(help="Level of askback's logs (the audit lines are info).")] = "info",
     log_format: Annotated[
         str | None,
@@ -233,6 +236,9 @@ def serve(
 
     if not 1 <= port <= 65535:
         raise UsageError(f"--port is a TCP port, 1 to 65535, not {port}")
+    if database is not None:
+        # As the setting it overrides, for this process and every worker, before the target is imported.
+        os.environ[_DATABASE_ENV] = database
     if log_format is None:
         from askback.settings import load_settings
 
