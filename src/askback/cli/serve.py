@@ -9,17 +9,16 @@ environment variables. Routes beside `/mcp` come from the target itself: `build_
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import sys
-import traceback
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from askback.cli.options import DATABASE_HELP
 from askback.cli.output import UsageError, reports_errors
+from askback.cli.targets import load_object
 from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError
 
@@ -47,39 +46,11 @@ _AUTH_ENV = {
 }
 
 
-def load_object(target: str, what: str) -> Any:
-    """Import `MODULE:ATTR` and return the object it names."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigurationError(f"{target!r} is not MODULE:ATTR (for {what}, e.g. askback.demo:server)")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except SyntaxError as exc:
-        raise ConfigurationError(
-            f"cannot import {module_name!r}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: {exc.msg}"
-        ) from exc
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    except Exception as exc:
-        # The module's own code raised while being imported: name the exception and where it was raised; running
-        # `python -c "import MODULE"` shows the whole traceback.
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-        raise ConfigurationError(
-            f"cannot import {module_name!r}: it raised {type(exc).__name__}: {exc}{where}"
-        ) from exc
-    if not hasattr(module, attr):
-        raise ConfigurationError(f"{module_name!r} has no {attr!r}")
-    return getattr(module, attr)
-
-
 def load_target(target: str) -> Askback:
     """Import `MODULE:ATTR` and return the `Askback` server it names."""
     from askback.server import Askback
 
-    server = load_object(target, "an askback server")
+    server = load_object(target, "an askback server", Askback)
     if not isinstance(server, Askback):
         raise ConfigurationError(f"{target!r} is not an askback.Askback server (got {type(server).__name__})")
     return server
