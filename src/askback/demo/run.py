@@ -59,7 +59,7 @@ from askback.demo.receiver import (
     serving_receiver,
     webhooks_file,
 )
-from askback.demo.rounds import drive, one_round
+from askback.demo.rounds import drive, one_round, served_by
 from askback.demo.servers import demo_servers, prepare_database, serving_demo
 from askback.runtime import Answer, Completed, Parked, Runtime
 from askback.runtime.calls import Outcome
@@ -158,7 +158,7 @@ def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> in
                 walk_meta(url, "erin", lambda link, user: open_link(link, user, interactive), console)
                 seen |= walk_approval(url, interactive=interactive)
     console.rule()
-    console.print(f"Rounds were served by {len(seen)} different worker process(es): {', '.join(sorted(seen))}.")
+    console.print(served_by(seen, workers))
     console.print(
         "Who confirmed the deletion of billing-legacy, and when:\n"
         f"  askback audit --database {database} --tool delete_project --event answered --contains billing-legacy"

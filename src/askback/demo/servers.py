@@ -21,6 +21,7 @@ from askback.demo.mail import (
     callback_url,
 )
 from askback.demo.provider import NAME, DevProvider, serving_provider
+from askback.demo.rounds import serving_workers
 from askback.errors import ConfigurationError
 from askback.testing import serving
 
@@ -99,7 +100,7 @@ def serving_demo(
             SIGN_IN_SECRET_ENV: secrets.token_urlsafe(32),
         }
         console.print(f"Starting {NAME}, a development OAuth provider, on {mail.issuer}")
-        console.print(f"Starting the demo server: {workers} worker processes on 127.0.0.1:{port}, database {database}")
+        console.print(f"Starting the demo server, database {database}: {serving_workers(workers, f'127.0.0.1:{port}')}")
         with serving("askback.demo:server", port=port, workers=workers, env=server_env) as url:
             yield DemoServers(url, mail)
 
