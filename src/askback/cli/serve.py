@@ -8,10 +8,14 @@ environment variables. Routes beside `/mcp` come from the target itself: `build_
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -71,13 +75,37 @@ def app_factory() -> Any:
     resource = resource_server()
     if resource is not None:
         start_with(server, resource)
-    return build_app(
+    app = build_app(
         server,
         host=os.environ.get(_HOST_ENV, "127.0.0.1"),
         token_verifier=load_object(verifier, "a token verifier") if verifier else None,
         bearer=resource,
         mounts=resource.mounts if resource is not None else (),
     )
+    close_on_stop(app.state.listen_streams.close)
+    return app
+
+
+def close_on_stop(close: Callable[[], None]) -> None:
+    """Call `close` in this event loop as soon as the process is told to stop (SIGTERM, SIGINT), beside uvicorn's own
+    handling of the signal, which then waits for the connections still open: listen streams are closed before that
+    wait, rather than cancelled at its end. Called while uvicorn's handlers are installed (it loads the app under
+    them), in the event loop's thread."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+        if callable(previous):
+            signal.signal(sig, _chained(previous, lambda: loop.call_soon_threadsafe(close)))
+
+
+def _chained(
+    previous: Callable[[int, FrameType | None], Any], then: Callable[[], object]
+) -> Callable[[int, FrameType | None], None]:
+    def stopping(number: int, frame: FrameType | None) -> None:
+        previous(number, frame)
+        then()
+
+    return stopping
 
 
 def add_webhooks(server: Askback) -> None:
