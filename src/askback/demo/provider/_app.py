@@ -126,7 +126,8 @@ class DevProvider:
                 return _response(self.server.handle_error_response(incoming, error))
             return problem_page(f"This sign-in request is not valid: {error.description or error.error}.")
         query = request.url.query
-        action = f"{AUTHORIZE_PATH}?{query}"
+        # Under the issuer's own path: Demo Mail may be mounted beneath another app (`askback.demo.standalone`).
+        action = f"{urlsplit(self.issuer).path}{AUTHORIZE_PATH}?{query}"
         redirect_origin = _origin(grant.redirect_uri or incoming.payload.redirect_uri)
         now = self.memory.clock.now()
         if request.method == "POST":
