@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import select
 import signal
@@ -67,6 +68,10 @@ def test_the_demo_runs_and_audit_answers_who_confirmed_the_deletion(tmp_path: Pa
     assert "Deleted billing-legacy." in demo.stdout, demo.stdout
     assert "Deployed web-frontend to production." in demo.stdout
     assert "served by worker" in demo.stdout
+    # The workers are named as HOST:PID, and why rounds may land on fewer of them than were started is said.
+    assert "3 worker processes sharing 127.0.0.1:" in demo.stdout and "as served by worker HOST:PID" in demo.stdout
+    assert re.search(r"Rounds were served by (all 3|[12] of the 3) worker processes \(HOST:PID\): ", demo.stdout)
+    assert "Any worker may take any round, as a load balancer may send any round to any instance" in demo.stdout
 
     who = askback(
         "audit",

@@ -16,6 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from askback.cli.output import reports_errors
+from askback.cli.targets import file_target
 from askback.errors import AskbackError, ConfigurationError
 from infra import run_askback
 
@@ -58,6 +59,40 @@ def test_an_app_module_with_a_syntax_error_is_refused_with_its_file_and_line(tmp
     (tmp_path / "typo.py").write_text("from askback import Askback\n\nserver = Askback(\n\ndef (:\n")
     line = the_one_error_line(serve("typo:server", cwd=tmp_path))
     assert "'typo'" in line and "SyntaxError" in line and "typo.py:" in line
+
+
+EXPENSES = "from askback import Askback\n\napp = Askback('expenses')\n"
+
+
+@pytest.mark.parametrize(
+    ("target", "suggested"),
+    [
+        pytest.param("expenses:app", "did you mean expenses_app:app?", id="a-close-module-name"),
+        pytest.param("expenses_app.py:app", "give expenses_app:app", id="a-file-path"),
+        pytest.param("expenses_app:application", "did you mean expenses_app:app?", id="an-attribute-it-lacks"),
+    ],
+)
+@pytest.mark.http
+def test_a_wrong_target_is_refused_with_the_target_that_would_work(tmp_path: Path, target: str, suggested: str) -> None:
+    (tmp_path / "expenses_app.py").write_text(EXPENSES)
+    (tmp_path / "notes.py").write_text("")  # not close to any of them: never suggested
+    result = run_askback("serve", target, cwd=tmp_path, env={**KEYS, **NARROW}, timeout=60)
+    line = the_one_error_line(result)
+    assert suggested in line and "notes" not in line
+
+
+def test_a_file_path_becomes_the_module_path_it_means() -> None:
+    assert file_target("./ops/app.py", "server") == "ops.app:server"
+    assert file_target("expenses_app.py", "app") == "expenses_app:app"
+    assert file_target("askback.demo", "server") is None
+    assert file_target("../elsewhere.py", "app") is None  # not importable from here: nothing to suggest
+
+
+@pytest.mark.http
+def test_an_attribute_of_a_module_without_a_server_says_it_defines_none(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text("value = 1\n")
+    line = the_one_error_line(serve("helpers:app", cwd=tmp_path))
+    assert "'helpers' has no 'app', and defines no Askback" in line
 
 
 @pytest.mark.parametrize("port", ["70000", "-1", "0"])

@@ -17,6 +17,7 @@ import secrets
 import select
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -272,3 +273,29 @@ def test_a_text_line_shows_control_and_bidirectional_characters_as_escapes_and_s
     assert "\u202e" not in line and "\u200b" not in line
     assert "\\x1b]52;c;cGF3bmVk\\x07" in line and "\\u202egnp.exe\\u200b" in line
     assert line.count("forged line") == 2  # in the message, and in the field, both on this one line
+
+
+# -- the database ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_database_sets_the_database_of_every_worker(tmp_path: Path) -> None:
+    given = tmp_path / "given.db"
+    env = {k: v for k, v in settings(tmp_path).items() if k != "ASKBACK_DATABASE_URL"}
+    deployed: dict[str, str] = {}
+    with serving("--workers", "2", "--database", f"sqlite:///{given}", cwd=tmp_path, env=env) as server:
+        assert json.loads(server.announced())["database"].endswith(f":///{given}")
+        # Rounds on fresh connections until both workers have served some (each deploy is one round).
+        for number in range(60):
+            rnd = await call_round(
+                server.url, "deploy", {"service": f"s{number}", "environment": "dev"}, token="demo-ada"
+            )
+            assert rnd.result is not None and not getattr(rnd.result, "is_error", False), rnd
+            deployed[f"s{number}"] = rnd.instance or "?"
+            if len(set(deployed.values())) == 2:
+                break
+    assert len(set(deployed.values())) == 2, deployed
+    with contextlib.closing(sqlite3.connect(given)) as conn:
+        rows = {service for (service,) in conn.execute("SELECT service FROM demo_deployments")}
+    assert rows == set(deployed)
+    assert not (tmp_path / "askback.db").exists()  # the default database, which no worker opened

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import ExitStatus, UsageError
 from askback.core.server_urls import same_server, server_endpoint
 from askback.core.terminal_text import for_terminal, shorten
@@ -44,7 +45,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-DATABASE = typer.Option("--database", help="The runtime's database URL (default: ASKBACK_DATABASE_URL).")
+DATABASE = typer.Option("--database", help=DATABASE_HELP)
 AS_JSON = typer.Option("--json", help="Print JSON.")
 QUESTIONS_LISTED = 20
 DEFAULT_TIMEOUT = 30.0

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import UsageError, reports_errors
 from askback.core.terminal_text import for_terminal
 
@@ -24,7 +25,7 @@ accounts_app = typer.Typer(
 )
 connections_app = typer.Typer(help="The configured connections.", no_args_is_help=True, rich_markup_mode=None)
 
-_DATABASE = typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
+_DATABASE = typer.Option("--database", help=DATABASE_HELP)
 _JSON = typer.Option("--json", help="Print JSON.")
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import ExitStatus, UsageError, reports_errors
 from askback.core.approving import ApprovalStatus
 from askback.core.terminal_text import for_terminal
@@ -36,7 +37,7 @@ approvals_app = typer.Typer(
     help="Approval requests (the approvals extension): list, show.", no_args_is_help=True, rich_markup_mode=None
 )
 
-_DATABASE = typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
+_DATABASE = typer.Option("--database", help=DATABASE_HELP)
 _JSON = typer.Option("--json", help="Print JSON.")
 
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from askback.audit.event import EventKind
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import UsageError, reports_errors
 from askback.core.terminal_text import for_terminal
 
@@ -104,9 +105,7 @@ def audit(
     since: Annotated[str | None, typer.Option(help="From this ISO time (UTC unless given).")] = None,
     until: Annotated[str | None, typer.Option(help="Until this ISO time.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many events.")] = 1000,
-    database: Annotated[
-        str | None, typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
-    ] = None,
+    database: Annotated[str | None, typer.Option("--database", help=DATABASE_HELP)] = None,
     wide: Annotated[bool, typer.Option("--wide", help="Every column: also tool, full flow id and instance.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line, for machines.")] = False,
 ) -> None:
@@ -233,9 +232,7 @@ def _print_verdict(verdict: Verdict) -> None:
 
 @reports_errors
 def verify(
-    database: Annotated[
-        str | None, typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
-    ] = None,
+    database: Annotated[str | None, typer.Option("--database", help=DATABASE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object, with every chain's full head.")] = False,
 ) -> None:
     """Check the audit chains: report the first broken link of each (a row edited, deleted, reordered, inserted by

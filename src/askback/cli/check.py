@@ -66,7 +66,7 @@ def print_report(report: Report, console: Console) -> None:
 def check(
     url: Annotated[str, typer.Argument(metavar="URL", help="The MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")],
     tool: Annotated[str, typer.Option("--tool", help="A tool that asks the user; the probe calls it.")],
-    args: Annotated[str, typer.Option("--args", help="The tool's arguments, as a JSON object.")] = "{}",
+    args: Annotated[str, typer.Option("--args", help="The tool's arguments, a JSON object.")] = "{}",
     token: Annotated[str | None, typer.Option("--token", help="Sent as Authorization: Bearer TOKEN.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds allowed for each request.")] = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document, for machines.")] = False,

@@ -9,6 +9,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import reports_errors
 from askback.errors import ConfigurationError
 
@@ -45,9 +46,7 @@ def run_with_database(url: str, fn: Callable[[], Awaitable[_T]]) -> _T:
 @db_app.command("upgrade")
 @reports_errors
 def db_upgrade(
-    database: Annotated[
-        str | None, typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
-    ] = None,
+    database: Annotated[str | None, typer.Option("--database", help=DATABASE_HELP)] = None,
 ) -> None:
     """Apply the database migrations of every askback component."""
     from askback.db.migrate import all_components

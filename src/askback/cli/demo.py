@@ -16,7 +16,13 @@ __all__ = ["register"]
 def demo(
     interactive: Annotated[bool, typer.Option("--interactive", help="Ask the person at this terminal.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes for the demo server.")] = 3,
-    port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 0,
+    port: Annotated[
+        int,
+        typer.Option(
+            help="The demo server's port on 127.0.0.1; Demo Mail listens on the next one and the webhook receiver on "
+            "the one after, and the demo opens no other. 0 picks free ones."
+        ),
+    ] = 0,
     database: Annotated[
         str,
         typer.Option(
@@ -31,8 +37,10 @@ def demo(
     drop that someone else in sre must approve first."""
     from askback.demo.run import run_demo
 
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port is a TCP port, 1 to 65535 (or 0 for a free one), not {port}")
+    if not 0 <= port <= 65533:
+        raise UsageError(
+            f"--port is a TCP port, 1 to 65533 (the demo opens it and the next two), or 0 for free ones, not {port}"
+        )
     try:
         code = run_demo(interactive=interactive, workers=workers, port=port, database=database)
     except KeyboardInterrupt:

@@ -8,17 +8,21 @@ environment variables. Routes beside `/mcp` come from the target itself: `build_
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import importlib
 import logging
 import os
+import signal
 import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from askback._where import traceback_line
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import UsageError, reports_errors
+from askback.cli.targets import load_object
 from askback.core.addresses import is_loopback
 from askback.errors import ConfigurationError
 
@@ -36,6 +40,7 @@ _VERIFIER_ENV = "ASKBACK_SERVE_VERIFIER"
 # `--expose` reaches the target (imported here and in every worker) as the setting it overrides.
 _EXPOSE_ENV = "ASKBACK_EXPOSE"
 _HOSTS_ENV = "ASKBACK_ALLOWED_HOSTS"
+_DATABASE_ENV = "ASKBACK_DATABASE_URL"
 _EXPOSURES = ("direct", "meta", "both")
 # `--auth-*` options reach the workers as the variables `askback.identity` reads.
 _AUTH_ENV = {
@@ -45,40 +50,11 @@ _AUTH_ENV = {
 }
 
 
-def load_object(target: str, what: str) -> Any:
-    """Import `MODULE:ATTR` and return the object it names."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigurationError(f"{target!r} is not MODULE:ATTR (for {what}, e.g. askback.demo:server)")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except SyntaxError as exc:
-        raise ConfigurationError(
-            f"cannot import {module_name!r}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: {exc.msg}"
-        ) from exc
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    except Exception as exc:
-        # The module's own code raised while being imported: name the exception and the line of that code it came
-        # from (not askback's, nor a library's); running `python -c "import MODULE"` shows the whole traceback.
-        line = traceback_line(exc.__traceback__)
-        said = str(exc)
-        where = f" at {line}" if line and line not in said else ""
-        raise ConfigurationError(
-            f"cannot import {module_name!r}: it raised {type(exc).__name__}: {said}{where}"
-        ) from exc
-    if not hasattr(module, attr):
-        raise ConfigurationError(f"{module_name!r} has no {attr!r}")
-    return getattr(module, attr)
-
-
 def load_target(target: str) -> Askback:
     """Import `MODULE:ATTR` and return the `Askback` server it names."""
     from askback.server import Askback
 
-    server = load_object(target, "an askback server")
+    server = load_object(target, "an askback server", Askback)
     if not isinstance(server, Askback):
         raise ConfigurationError(f"{target!r} is not an askback.Askback server (got {type(server).__name__})")
     return server
@@ -99,13 +75,37 @@ def app_factory() -> Any:
     resource = resource_server()
     if resource is not None:
         start_with(server, resource)
-    return build_app(
+    app = build_app(
         server,
         host=os.environ.get(_HOST_ENV, "127.0.0.1"),
         token_verifier=load_object(verifier, "a token verifier") if verifier else None,
         bearer=resource,
         mounts=resource.mounts if resource is not None else (),
     )
+    close_on_stop(app.state.listen_streams.close)
+    return app
+
+
+def close_on_stop(close: Callable[[], None]) -> None:
+    """Call `close` in this event loop as soon as the process is told to stop (SIGTERM, SIGINT), beside uvicorn's own
+    handling of the signal, which then waits for the connections still open: listen streams are closed before that
+    wait, rather than cancelled at its end. Called while uvicorn's handlers are installed (it loads the app under
+    them), in the event loop's thread."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+        if callable(previous):
+            signal.signal(sig, _chained(previous, lambda: loop.call_soon_threadsafe(close)))
+
+
+def _chained(
+    previous: Callable[[int, FrameType | None], Any], then: Callable[[], object]
+) -> Callable[[int, FrameType | None], None]:
+    def stopping(number: int, frame: FrameType | None) -> None:
+        previous(number, frame)
+        then()
+
+    return stopping
 
 
 def add_webhooks(server: Askback) -> None:
@@ -164,6 +164,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on, 1 to 65535.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    database: Annotated[str | None, typer.Option("--database", help=DATABASE_HELP, show_default=False)] = None,
     log_level: Annotated[str, typer.Option(help="Level of askback's logs (the audit lines are info).")] = "info",
     log_format: Annotated[
         str | None,
@@ -234,6 +235,9 @@ def serve(
 
     if not 1 <= port <= 65535:
         raise UsageError(f"--port is a TCP port, 1 to 65535, not {port}")
+    if database is not None:
+        # As the setting it overrides, for this process and every worker, before the target is imported.
+        os.environ[_DATABASE_ENV] = database
     if log_format is None:
         from askback.settings import load_settings
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import ExitStatus, UsageError, reports_errors
 from askback.core.terminal_text import for_terminal
 from askback.errors import AskbackError
@@ -39,7 +40,7 @@ tasks_app = typer.Typer(
     help="Durable tasks (the tasks extension): list, show, cancel.", no_args_is_help=True, rich_markup_mode=None
 )
 
-_DATABASE = typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
+_DATABASE = typer.Option("--database", help=DATABASE_HELP)
 _JSON = typer.Option("--json", help="Print JSON.")
 
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import reports_errors
 
 __all__ = ["register"]
@@ -29,9 +30,7 @@ def vault_new_key() -> None:
 @vault_app.command("rotate")
 @reports_errors
 def vault_rotate(
-    database: Annotated[
-        str | None, typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
-    ] = None,
+    database: Annotated[str | None, typer.Option("--database", help=DATABASE_HELP)] = None,
 ) -> None:
     """Re-encrypt every stored credential with the first key of ASKBACK_VAULT_KEYS; the other keys can then be
     removed."""

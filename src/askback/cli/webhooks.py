@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from askback.cli.options import DATABASE_HELP
 from askback.cli.output import UsageError, reports_errors
 from askback.core.terminal_text import for_terminal
 from askback.webhooks.endpoints import redacted_url
@@ -27,7 +28,7 @@ webhooks_app = typer.Typer(
     help="Signed webhooks: endpoints (ASKBACK_WEBHOOKS) and deliveries.", no_args_is_help=True, rich_markup_mode=None
 )
 
-_DATABASE = typer.Option("--database", help="Database URL (default: ASKBACK_DATABASE_URL).")
+_DATABASE = typer.Option("--database", help=DATABASE_HELP)
 _JSON = typer.Option("--json", help="Print JSON.")
 _STATUSES = ("pending", "delivered", "failed")
 

@@ -14,6 +14,7 @@ approvals' pages at `/approvals` (`askback.demo.approving`), and `list_databases
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -24,7 +25,7 @@ from askback.approvals.setup import ApprovalsSetup
 from askback.clock import Clock
 from askback.demo.approving import add_drop_database, approvals_from_env
 from askback.demo.mail import DemoMail, add_mail, mail_accounts, mail_from_env
-from askback.extension import Extension
+from askback.extension import Extension, Mounted
 from askback.store import Store
 
 __all__ = ["build", "confirm_prod", "confirm_project", "pick_env", "server"]
@@ -101,15 +102,16 @@ def build(
     *,
     mail: DemoMail | None = None,
     approvals: ApprovalsSetup | None = None,
+    mounts: Sequence[Mounted] = (),
 ) -> Askback:
     """A demo server; `settings` default to the environment's with demo authentication on. With `mail`, it also has
     `summarize_inbox` and the hosted pages of connected accounts; with `approvals` (`askback.demo.approving`),
-    `drop_database`, `list_databases` and the approvals' pages."""
+    `drop_database`, `list_databases` and the approvals' pages; `mounts` are served beside them."""
     settings = settings or load_settings(demo_auth=True)
     extensions: list[Extension] = [mail_accounts(mail, settings)] if mail is not None else []
     if approvals is not None:
         extensions.append(approvals)
-    app = Askback("askback-demo", settings=settings, clock=clock, extensions=extensions)
+    app = Askback("askback-demo", settings=settings, clock=clock, extensions=extensions, mounts=mounts)
 
     @app.on_start
     async def create_and_seed(store: Store) -> None:

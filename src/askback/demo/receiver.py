@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from askback.demo.ports import loopback_socket
 from askback.errors import AskbackError, ConfigurationError
 from askback.runtime import Runtime, WebInbox
 from askback.runtime.webhooks import RECEIVER_PATH, RESUMING_EVENTS, webhook_receiver
@@ -99,12 +99,13 @@ def runtime_options(user: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def serving_receiver(database: str, *, user: str, port: int, secret: str) -> Iterator[tuple[str, queue.Queue[Landed]]]:
+def serving_receiver(
+    database: str, *, user: str, port: int, secret: str, listen_port: int = 0
+) -> Iterator[tuple[str, queue.Queue[Landed]]]:
     """The demo's agent runtime on `database` (for `user`), in a thread, taking the signed webhooks of the demo server
-    on `port` until the block ends: yields the receiver's URL and the queue each `Landed` webhook is put on."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
+    on `port` at `listen_port` (0: a free one) until the block ends: yields the receiver's URL and the queue each
+    `Landed` webhook is put on."""
+    sock = loopback_socket(listen_port, "the webhook receiver")
     landed: queue.Queue[Landed] = queue.Queue()
     watched = WatchedReceiver(landed)
     config = uvicorn.Config(watched, log_level="warning", log_config=None, access_log=False, lifespan="off")

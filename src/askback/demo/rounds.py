@@ -18,7 +18,7 @@ from askback.core.plan import Next, Round, flow_plan
 from askback.demo.asking import console
 from askback.testing import call_round
 
-__all__ = ["Driven", "drive", "one_round", "said"]
+__all__ = ["Driven", "drive", "one_round", "said", "served_by", "serving_workers"]
 
 
 def one_round(url: str, tool: str, arguments: dict[str, Any], **options: Any) -> Round:
@@ -30,6 +30,34 @@ def said(rnd: Round) -> str:
     """The text a completed round's result says."""
     return (
         " ".join(getattr(c, "text", "") for c in rnd.result.content) if isinstance(rnd.result, CallToolResult) else ""
+    )
+
+
+def _processes(count: int) -> str:
+    return "1 worker process" if count == 1 else f"{count} worker processes"
+
+
+def serving_workers(workers: int, address: str) -> str:
+    """What the demo says as its server starts: how many workers, and how rounds find one."""
+    if workers == 1:
+        return f"1 worker process on {address}; each round names it as served by worker HOST:PID"
+    return (
+        f"{workers} worker processes sharing {address}. Each round is a new connection that whichever worker is free "
+        "takes, as a load balancer may send each round to any instance; each round names the process that served it "
+        "as served by worker HOST:PID"
+    )
+
+
+def served_by(seen: set[str], workers: int) -> str:
+    """What the demo says at the end about the workers that served its rounds (`seen`, each HOST:PID)."""
+    names = ", ".join(sorted(seen))
+    if workers == 1:
+        return f"Every round was served by the one worker process ({names}, as HOST:PID)."
+    share = f"all {workers}" if len(seen) >= workers else f"{len(seen)} of the {workers}"
+    return (
+        f"Rounds were served by {share} worker processes (HOST:PID): {names}. Any worker may take any round, as a load "
+        "balancer may send any round to any instance, so not every worker need serve one; each call went on "
+        "wherever its next round landed."
     )
 
 

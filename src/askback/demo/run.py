@@ -50,6 +50,7 @@ from rich.markup import escape
 from askback.demo.approval_walk import walk_approval
 from askback.demo.asking import answer_question, console, open_link
 from askback.demo.meta_walk import EXPOSE, walk_meta
+from askback.demo.ports import check_free, demo_ports
 from askback.demo.receiver import (
     LANDING_TIMEOUT,
     WEBHOOK_SECRET_ENV,
@@ -59,7 +60,7 @@ from askback.demo.receiver import (
     serving_receiver,
     webhooks_file,
 )
-from askback.demo.rounds import drive, one_round
+from askback.demo.rounds import drive, one_round, served_by
 from askback.demo.servers import demo_servers, prepare_database, serving_demo
 from askback.runtime import Answer, Completed, Parked, Runtime
 from askback.runtime.calls import Outcome
@@ -140,15 +141,21 @@ def _drive_resumed(url: str, user: str, database: str, landed: queue.Queue[Lande
 
 
 def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> int:
+    """Walk the demo; `port` places every port it opens (`askback.demo.ports`), 0 picks free ones."""
+    ports = demo_ports(port, free_port())
+    check_free(ports, port)
     prepare_database(database)
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-    port = port or free_port()  # the receiver takes the events of the demo server there, and of no other
+    # The receiver takes the events of the demo server on `ports.server`, and of no other.
     with (
         tempfile.TemporaryDirectory(prefix="askback-demo-") as folder,
-        serving_receiver(database, user="carol", port=port, secret=secret) as (receiver, landed),
+        serving_receiver(database, user="carol", port=ports.server, secret=secret, listen_port=ports.receiver) as (
+            receiver,
+            landed,
+        ),
     ):
         env = {"ASKBACK_WEBHOOKS": str(webhooks_file(Path(folder), receiver)), WEBHOOK_SECRET_ENV: secret, **EXPOSE}
-        with demo_servers(workers=workers, port=port, database=database, env=env) as url:
+        with demo_servers(workers=workers, port=ports.server, database=database, env=env, mail_port=ports.mail) as url:
             console.print(f"The demo server sends account.connected to the demo's agent runtime at {receiver}")
             if interactive:
                 console.print("[dim]Answer each question; an empty answer declines it. Ctrl-C stops the demo.[/]")
@@ -158,7 +165,7 @@ def run_demo(*, interactive: bool, workers: int, port: int, database: str) -> in
                 walk_meta(url, "erin", lambda link, user: open_link(link, user, interactive), console)
                 seen |= walk_approval(url, interactive=interactive)
     console.rule()
-    console.print(f"Rounds were served by {len(seen)} different worker process(es): {', '.join(sorted(seen))}.")
+    console.print(served_by(seen, workers))
     console.print(
         "Who confirmed the deletion of billing-legacy, and when:\n"
         f"  askback audit --database {database} --tool delete_project --event answered --contains billing-legacy"

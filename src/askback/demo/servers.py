@@ -21,6 +21,7 @@ from askback.demo.mail import (
     callback_url,
 )
 from askback.demo.provider import NAME, DevProvider, serving_provider
+from askback.demo.rounds import serving_workers
 from askback.errors import ConfigurationError
 from askback.testing import serving
 
@@ -81,13 +82,15 @@ class DemoServers:
 
 @contextlib.contextmanager
 def serving_demo(
-    *, workers: int, port: int, database: str, env: Mapping[str, str] | None = None
+    *, workers: int, port: int, database: str, env: Mapping[str, str] | None = None, mail_port: int = 0
 ) -> Iterator[DemoServers]:
-    """Demo Mail on loopback and the demo server (`askback serve askback.demo:server`) connected to it, with keys
-    of their own and `env` besides (e.g. `ASKBACK_WEBHOOKS`), until the block ends."""
+    """Demo Mail on loopback (on `mail_port`, 0: a free one) and the demo server (`askback serve askback.demo:server`)
+    on `port`, connected to it, with keys of their own and `env` besides (e.g. `ASKBACK_WEBHOOKS`), until the block
+    ends."""
     public_url = f"http://127.0.0.1:{port}"
     client_secret = secrets.token_urlsafe(32)
-    with serving_provider(client_secret=client_secret, redirect_uris=[callback_url(public_url)]) as mail:
+    redirect_uris = [callback_url(public_url)]
+    with serving_provider(client_secret=client_secret, redirect_uris=redirect_uris, port=mail_port) as mail:
         server_env = {
             **(env or {}),
             "ASKBACK_STATE_KEYS": secrets.token_urlsafe(48),
@@ -99,13 +102,15 @@ def serving_demo(
             SIGN_IN_SECRET_ENV: secrets.token_urlsafe(32),
         }
         console.print(f"Starting {NAME}, a development OAuth provider, on {mail.issuer}")
-        console.print(f"Starting the demo server: {workers} worker processes on 127.0.0.1:{port}, database {database}")
+        console.print(f"Starting the demo server, database {database}: {serving_workers(workers, f'127.0.0.1:{port}')}")
         with serving("askback.demo:server", port=port, workers=workers, env=server_env) as url:
             yield DemoServers(url, mail)
 
 
 @contextlib.contextmanager
-def demo_servers(*, workers: int, port: int, database: str, env: Mapping[str, str] | None = None) -> Iterator[str]:
+def demo_servers(
+    *, workers: int, port: int, database: str, env: Mapping[str, str] | None = None, mail_port: int = 0
+) -> Iterator[str]:
     """`serving_demo`, yielding the demo server's /mcp URL."""
-    with serving_demo(workers=workers, port=port, database=database, env=env) as servers:
+    with serving_demo(workers=workers, port=port, database=database, env=env, mail_port=mail_port) as servers:
         yield servers.url

@@ -44,6 +44,7 @@ from askback.server._http_guards import (
     TaskNameGuard,
     VersionHeaderRequired,
 )
+from askback.server._listen_streams import CloseListenStreams, ListenStreams
 from askback.server._sdk_http import answer_modern_requests_as_json
 from askback.server.app import Askback
 from askback.server.auth import (
@@ -207,6 +208,8 @@ def build_app(
             yield
         await server.aclose()
 
+    # Closed by whoever runs the app when it begins to stop (`askback serve` does): see `_listen_streams`.
+    streams = ListenStreams()
     policies = [*_PROBES, *((m.path.rstrip("/"), m.auth) for m in mounts)]
     middleware: list[Middleware] = [
         # JSON answers and the framework's own 404 and 405 get the headers too; a mounted page keeps its own policy.
@@ -217,6 +220,7 @@ def build_app(
         Middleware(EraGuard),
         Middleware(TaskNameGuard),
         Middleware(VersionHeaderRequired, path=_MCP_PATH),
+        Middleware(CloseListenStreams, path=_MCP_PATH, streams=streams),
     ]
     if check is not None:
         middleware += [
@@ -242,4 +246,6 @@ def build_app(
         *(route for m in mounts for route in _routes_of(m)),
         Mount("/", app=mcp_app),
     ]
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.listen_streams = streams
+    return app

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -20,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from askback.clock import Clock, SystemClock
+from askback.demo.ports import loopback_socket
 from askback.demo.provider._authlib import BearerValidator, ProviderRequest, Server
 from askback.demo.provider._pages import consent_page, problem_page
 from askback.demo.provider._storage import (
@@ -126,7 +126,8 @@ class DevProvider:
                 return _response(self.server.handle_error_response(incoming, error))
             return problem_page(f"This sign-in request is not valid: {error.description or error.error}.")
         query = request.url.query
-        action = f"{AUTHORIZE_PATH}?{query}"
+        # Under the issuer's own path: Demo Mail may be mounted beneath another app (`askback.demo.standalone`).
+        action = f"{urlsplit(self.issuer).path}{AUTHORIZE_PATH}?{query}"
         redirect_origin = _origin(grant.redirect_uri or incoming.payload.redirect_uri)
         now = self.memory.clock.now()
         if request.method == "POST":
@@ -193,13 +194,10 @@ class DevProvider:
 
 @contextlib.contextmanager
 def serving_provider(
-    *, client_secret: str, redirect_uris: Sequence[str], client_id: str = CLIENT_ID
+    *, client_secret: str, redirect_uris: Sequence[str], client_id: str = CLIENT_ID, port: int = 0
 ) -> Iterator[DevProvider]:
-    """Run a `DevProvider` on a free loopback port, in a thread of this process, until the block ends."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    # Listening before uvicorn starts: a request sent right away waits in the backlog rather than being refused.
-    sock.listen(64)
+    """Run a `DevProvider` on loopback, on `port` (0: a free one), in a thread of this process, until the block ends."""
+    sock = loopback_socket(port, NAME)
     provider = DevProvider(
         issuer=f"http://127.0.0.1:{sock.getsockname()[1]}",
         client_secret=client_secret,
