@@ -37,7 +37,10 @@ HYPHENATED = "call_Xq3-vK9-pL2-mN7a"
 
 def asking(key: str = "ok") -> dict[str, Any]:
     schema = {"type": "object", "properties": {"ok": {"type": "boolean", "title": "Approve"}}, "required": ["ok"]}
-    question = {"method": "elicitation/create", "params": {"message": "Approve the expense?", "requestedSchema": schema}}
+    question = {
+        "method": "elicitation/create",
+        "params": {"message": "Approve the expense?", "requestedSchema": schema},
+    }
     return {"resultType": "input_required", "inputRequests": {key: question}, "requestState": "s1"}
 
 
@@ -185,7 +188,9 @@ def show(database: str, call_id: str) -> subprocess.CompletedProcess[str]:
 async def test_inbox_show_prints_a_finished_calls_result_escaped_and_a_long_one_cut_saying_so(
     runtime: Runtime, tmp_path: Path
 ) -> None:
-    await record(runtime, "call_short00000000", completed("Approved 3 expenses.\nTotal: 120 EUR \x1b]52;c;ZXZpbA==\x07"))
+    await record(
+        runtime, "call_short00000000", completed("Approved 3 expenses.\nTotal: 120 EUR \x1b]52;c;ZXZpbA==\x07")
+    )
     await record(runtime, "call_failed0000000", completed("No such month.", error=True))
     long = "".join(f"line {n:05d} " + "x" * 60 + "\n" for n in range(200))
     await record(runtime, "call_long000000000", completed(long))
