@@ -1,5 +1,6 @@
-"""The terminal prompt (`askback.runtime.terminal`): forms field by field, a review before sending, :d and :c at
-any prompt, URL questions shown with their full host and never opened.
+"""The terminal prompt (`askback.runtime.terminal`): forms field by field, a review before sending (none for a
+yes/no question, which its one keystroke sends), :d and :c at any prompt, URL questions shown with their full host
+and never opened.
 
 The first tests drive `TerminalRenderer` with scripted lines and a console writing to a string. The last ones run
 `askback call` and `askback inbox answer --resume` in a real pseudo-terminal (its controlling terminal, so Ctrl-C
