@@ -33,7 +33,7 @@ def test_the_demo_walks_erin_through_the_meta_loop_from_not_connected_to_the_sum
         """execute_tool(name='summarize_inbox') -> {"status": "not_connected", "connection": "demo-mail"}""",
         "connect_account(connection='demo-mail') -> a link to demo-mail at 127.0.0.1",
         "link http://127.0.0.1:",
-        "they sign in as erin and open the link again",
+        "they sign in as erin and are sent back to the link",
         "Your demo-mail account is connected.",
         "check_readiness(name='summarize_inbox') -> ready: demo-mail ready",
         "execute_tool(name='summarize_inbox') -> complete '3 messages for erin, 2 unread; the latest is",

@@ -340,6 +340,17 @@ def test_one_ctrl_c_at_the_prompt_of_a_call_to_the_projects_own_server_parks_it(
     assert status(database, call_id)[0] == "parked"
 
 
+def test_askback_call_on_a_yes_or_no_question_completes_with_one_y(own_server: str, database: str) -> None:
+    args = ("call", own_server, "approve", "--args", '{"item": "web"}', "--database", database, "--user", "ada")
+    with Terminal(*args) as term:
+        term.expect("Approve (y/n): ")
+        term.type("y")  # one keystroke and its Enter: nothing more is asked
+        term.expect("web: approved")
+        assert term.finish() == ExitStatus.OK, term.shown
+    after_yes = term.shown.split("Approve (y/n): ", 1)[1]
+    assert "[s]end" not in after_yes and "Your answer" not in after_yes, term.shown
+
+
 # inbox list shows a server's words escaped, and refuses keys it cannot keep ---------------------------------------
 
 

@@ -71,8 +71,10 @@ schema = st.one_of(schemaish, json_value)
 key = st.one_of(st.sampled_from(["ok", "confirm"]), text.filter(lambda k: 0 < len(k) <= 255 and k not in (".", "..")))
 mode = st.sampled_from(["form", "url", None, "banana"])
 url = st.one_of(st.sampled_from(["https://accounts.example.com/c?x=1", "http://127.0.0.1/x"]), text, json_value)
-# What a person types at the terminal before declining: anything but the words that end a question another way.
-_ENDS = {"s", "send", "a", "finished", "e", "edit", "d", "decline", "c", "cancel", ":c", ":cancel"}
+# What a person types at the terminal before declining: anything but the words that end a question another way (a
+# yes/no question, one boolean field, is sent by its answer).
+_YES_OR_NO = {"y", "yes", "true", "1", "on", "n", "no", "false", "0", "off"}
+_ENDS = {"s", "send", "a", "finished", "e", "edit", "d", "decline", "c", "cancel", ":c", ":cancel", *_YES_OR_NO}
 typed = st.lists(text.filter(lambda t: t.strip().casefold() not in _ENDS), max_size=4)
 form_values = st.dictionaries(text, st.one_of(text, st.lists(text, max_size=3)), max_size=4)
 

@@ -1,5 +1,6 @@
-"""The terminal prompt (`askback.runtime.terminal`): forms field by field, a review before sending, :d and :c at
-any prompt, URL questions shown with their full host and never opened.
+"""The terminal prompt (`askback.runtime.terminal`): forms field by field, a review before sending (none for a
+yes/no question, which its one keystroke sends), :d and :c at any prompt, URL questions shown with their full host
+and never opened.
 
 The first tests drive `TerminalRenderer` with scripted lines and a console writing to a string. The last ones run
 `askback call` and `askback inbox answer --resume` in a real pseudo-terminal (its controlling terminal, so Ctrl-C
@@ -282,13 +283,75 @@ async def test_the_end_of_input_leaves_the_question_unanswered() -> None:
 async def test_server_text_is_shown_as_text_never_as_markup_or_terminal_controls() -> None:
     message = "[bold red]Trust me[/] \x1b[2J\u202eevil"
     schema = {"type": "object", "properties": {"ok": {"type": "boolean", "title": "[link=https://x.example]OK[/]"}}}
-    renderer, script = terminal("y", "s")
+    renderer, script = terminal("y")
 
     await renderer.ask(form(schema, message))
 
     assert "[bold red]Trust me[/] \\x1b[2J\\u202eevil" in script.screen
     assert "[link=https://x.example]OK[/] (y/n): " in script.prompts
     assert "\x1b" not in script.screen and "\u202e" not in script.screen
+
+
+# A yes/no question --------------------------------------------------------------------------------------------------
+
+YES_OR_NO: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
+    "required": ["confirm"],
+}
+
+
+@pytest.mark.parametrize(("typed", "value"), [("y", True), ("n", False), ("yes", True), ("No", False)])
+async def test_a_yes_or_no_question_is_answered_by_its_one_keystroke_with_no_review(typed: str, value: bool) -> None:
+    renderer, script = terminal(typed)
+
+    answer = await renderer.ask(form(YES_OR_NO, "Delete the project?"))
+
+    assert answer.action == "accept" and answer.content == {"confirm": value}
+    assert script.prompts == ["Confirm (y/n): "]
+    assert "Your answer" not in script.screen
+
+
+async def test_enter_taking_a_yes_or_no_default_goes_to_the_review_so_a_stray_enter_sends_nothing() -> None:
+    schema = {"type": "object", "properties": {"confirm": {"type": "boolean", "title": "Confirm", "default": True}}}
+    renderer, script = terminal("", "s")
+
+    answer = await renderer.ask(form(schema))
+
+    assert answer.content == {"confirm": True}
+    assert script.prompts == ["Confirm (y/n) [y]: ", REVIEW]
+
+
+async def test_a_yes_or_no_question_still_takes_colon_d_and_an_invalid_reply_is_asked_again() -> None:
+    renderer, script = terminal("maybe", ":d")
+
+    answer = await renderer.ask(form(YES_OR_NO))
+
+    assert answer.action == "decline"
+    assert script.prompts == ["Confirm (y/n): ", "Confirm (y/n): "]
+    assert "Confirm: answer yes or no" in script.screen
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pytest.param({"type": "object", "properties": {"confirm": {"type": "string", "title": "Confirm"}}}, id="typed"),
+        pytest.param(
+            {
+                "type": "object",
+                "properties": {"ok": {"type": "boolean", "title": "OK"}, "why": {"type": "string", "title": "Why"}},
+            },
+            id="two fields",
+        ),
+    ],
+)
+async def test_a_typed_confirmation_and_a_form_of_several_fields_keep_their_review(schema: Mapping[str, Any]) -> None:
+    renderer, script = terminal("y", "", "s") if len(schema["properties"]) > 1 else terminal("y", "s")
+
+    answer = await renderer.ask(form(schema))
+
+    assert answer.action == "accept"
+    assert script.prompts[-1] == REVIEW
 
 
 # URL questions ----------------------------------------------------------------------------------------------------
@@ -384,7 +447,7 @@ async def test_it_is_an_interactive_renderer_declaring_the_modes_it_is_given() -
 async def test_the_event_loop_goes_on_while_the_person_types() -> None:
     reading, typed = threading.Event(), threading.Event()
     console = Console(file=io.StringIO(), width=120)
-    lines = iter(["y", "s"])
+    lines = iter(["y"])
 
     def read_line(prompt: str) -> str:
         reading.set()
@@ -498,7 +561,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def answer_deploy_to_production(term: Terminal) -> None:
-    """The demo's deploy, answered as a person would: production, then yes, sending each form at its review."""
+    """The demo's deploy, answered as a person would: production, sent at its review, then yes, which one keystroke
+    sends (a yes/no question has nothing to review)."""
     term.expect("Which environment should I deploy to?")
     term.expect("3. production")
     term.expect("Environment: ")
@@ -509,9 +573,6 @@ def answer_deploy_to_production(term: Terminal) -> None:
     term.expect("Deploy to production? This affects every user.")
     term.expect("Yes, deploy to production (y/n): ")
     term.type("y")
-    term.expect("│ Yes, deploy to production │ yes   │")
-    term.expect(REVIEW)
-    term.type("s")
 
 
 async def pending_keys(database_url: str, principal: str) -> list[str]:

@@ -23,7 +23,10 @@ signed in, and one brought back by this browser after the visit time says the si
 
 A person nobody has signed in yet, opening a link, is sent (303) to the verifier's sign-in page when it has one (an
 `askback.web.pages.SignIn`, such as `askback.identity.PeopleSignIn`), to come back to the link once signed in; a verifier
-without one gets the "sign in first" page, as does the development sign-in, whose page that one links to.
+without one gets the "sign in first" page, as does the development sign-in, whose page that one links to. No page
+writes the link (its token) down, so the development sign-in keeps the way back in a cookie of its own
+(`DevelopmentSignIn.RETURN_COOKIE`: signed, HttpOnly, SameSite=Strict, sent to its page only, for ten minutes), and
+sends the person back to the link once signed in; only to a path on this site, as `safe_next_path` judges it.
 
 `DevelopmentSignIn` is a verifier for development and the demo only: a user name in a signed cookie, set by a sign-in
 page where anyone can type any name. It is refused on a site outside loopback (`check_site`, run by `AccountsSetup`).
@@ -107,6 +110,10 @@ def _problem(request: Request, status: int) -> Response:
 # --- the development sign-in ----------------------------------------------------------------------------------------
 
 _USER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+# How long the development sign-in keeps the link a person opened before signing in, to send them back to it; and
+# the sign-in page's route that does (`/dev/sign-in/back`: under the sign-in page's path, so the cookie reaches it).
+_RETURN_TTL = 600
+_BACK = "/back"
 
 
 class DevelopmentSignIn:
@@ -116,13 +123,15 @@ class DevelopmentSignIn:
     The signed-in user is the cookie `askback_dev_user`, `<name>.<HMAC-SHA256 of the name under secret>`; a cookie
     without a valid signature (unsigned, tampered, signed with another secret) is nobody. `pages_app` serves its
     page at `<prefix>/dev/sign-in?next=<path>`, which sets the cookie and then redirects to `next` when it is a
-    path on this site (never to another site).
+    path on this site (never to another site); without a `next`, to the link the person opened before signing in,
+    kept in `RETURN_COOKIE` (`return_value`, `return_path`: a path on this site, signed under `secret`).
 
     It is a `PersonSignIn` too: `groups` gives each user name its groups (for the approvals' pages in development
     and the demo), and the method is `development`."""
 
     COOKIE = "askback_dev_user"
     PATH = "/dev/sign-in"
+    RETURN_COOKIE = "askback_dev_return"
 
     def __init__(self, secret: str | bytes, *, groups: Mapping[str, Iterable[str]] | None = None) -> None:
         key = secret.encode() if isinstance(secret, str) else bytes(secret)
@@ -176,8 +185,31 @@ class DevelopmentSignIn:
             return None
         return user if hmac.compare_digest(signature, self._signature(user)) else None
 
-    def _signature(self, user: str) -> str:
-        mac = hmac.new(self._key, f"{self.COOKIE}\x00{user}".encode(), hashlib.sha256).digest()
+    def return_value(self, path: str) -> str | None:
+        """The `RETURN_COOKIE` that sends a person back to `path` once signed in; `None` for a path that is not one
+        on this site (`safe_next_path`)."""
+        safe = safe_next_path(path)
+        if safe is None:
+            return None
+        encoded = base64.urlsafe_b64encode(safe.encode()).decode().rstrip("=")
+        return f"{encoded}.{self._signature(safe, self.RETURN_COOKIE)}"
+
+    def return_path(self, cookie: str | None) -> str | None:
+        """The path a `RETURN_COOKIE` sends back to; `None` for none, one not signed under this secret, or one that is
+        not a path on this site."""
+        encoded, dot, signature = (cookie or "").rpartition(".")
+        if not dot or len(encoded) > 4 * 1024:
+            return None
+        try:
+            path = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        except ValueError:  # not base64, or not UTF-8
+            return None
+        if not hmac.compare_digest(signature, self._signature(path, self.RETURN_COOKIE)):
+            return None
+        return safe_next_path(path)
+
+    def _signature(self, value: str, purpose: str = COOKIE) -> str:
+        mac = hmac.new(self._key, f"{purpose}\x00{value}".encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
@@ -191,8 +223,8 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
     - `GET /callback?state=&code=&error=`: where the provider sends the person back;
     - `POST /key` (form `state`, `key`, `csrf`): the API-key form's answer;
     - `GET /cancel`: the key form's way out, storing nothing;
-    - `GET|POST /dev/sign-in?next=<path>` (form `user`, `next`, `csrf`): only when `verifier` is a
-      `DevelopmentSignIn`.
+    - `GET|POST /dev/sign-in?next=<path>` (form `user`, `next`, `csrf`) and `GET /dev/sign-in/back` (to the link
+      opened before signing in): only when `verifier` is a `DevelopmentSignIn`.
 
     Each POST passes `FormGuard` first (403 otherwise); the authorization is bound to the browser that opened the
     link (`BROWSER_COOKIE`). A link opened by nobody signed in is sent to `verifier.sign_in_url` when the verifier
@@ -203,10 +235,24 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
     over_https = service.base_url.startswith("https:")
     guard = FormGuard(CSRF_COOKIE, path=prefix, origins=[service.base_url], secure=over_https)
 
-    def failed(request: Request, outcome: Failed, opener: str | None) -> Response:
+    def failed(request: Request, outcome: Failed, opener: str | None, *, back: str | None = None) -> Response:
+        """The page saying why not; with the development sign-in and nobody signed in, its link, and (`back`, the
+        link opened) the cookie that brings the person back to it once signed in."""
         sign_in = f"{prefix}{DevelopmentSignIn.PATH}" if development is not None and opener is None else None
-        context = {"message": outcome.message, "sign_in_url": sign_in}
-        return _KIT.page(request, "failed.html", context, status=outcome.status_code)
+        kept = None if sign_in is None or back is None or development is None else development.return_value(back)
+        context = {"message": outcome.message, "sign_in_url": sign_in, "comes_back": kept is not None}
+        response = _KIT.page(request, "failed.html", context, status=outcome.status_code)
+        if kept is not None:
+            response.set_cookie(
+                DevelopmentSignIn.RETURN_COOKIE,
+                kept,
+                max_age=_RETURN_TTL,
+                path=f"{prefix}{DevelopmentSignIn.PATH}",
+                httponly=True,
+                samesite="strict",
+                secure=over_https or request.url.scheme == "https",
+            )
+        return response
 
     def refused(request: Request, refusal: FormRefusal) -> Response:
         return _KIT.page(request, "refused.html", {"reason": _REFUSALS[refusal]}, status=403)
@@ -217,15 +263,15 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
 
     async def start(request: Request) -> Response:
         opener = await verifier(request)
+        here = f"{request.url.path}?{request.url.query}" if request.url.query else request.url.path
         if opener is None and development is None and isinstance(verifier, SignIn):
-            here = f"{request.url.path}?{request.url.query}" if request.url.query else request.url.path
             sign_in = verifier.sign_in_url(request, here)
             if sign_in is not None:
                 return _KIT.redirect(sign_in)
         browser = browser_of(request) or secrets.token_urlsafe(32)
         outcome = await service.start(request.query_params.get("t", ""), opener=opener, browser=browser)
         if isinstance(outcome, Failed):
-            return failed(request, outcome, opener)
+            return failed(request, outcome, opener, back=here)
         if isinstance(outcome, Redirect):
             response: Response = _KIT.redirect(outcome.url)
         else:
@@ -288,10 +334,13 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
 
     async def sign_in(request: Request) -> Response:
         assert development is not None
+        # The link opened before signing in, kept by `failed`: never written in this page (it holds the link's token).
+        kept = development.return_path(request.cookies.get(DevelopmentSignIn.RETURN_COOKIE))
         page: dict[str, Any] = {
             "action": f"{prefix}{DevelopmentSignIn.PATH}",
             "current": await development(request),
             "problem": None,
+            "comes_back": kept is not None,
         }
         if request.method == "GET":
             page["next_path"] = safe_next_path(request.query_params.get("next"))
@@ -305,9 +354,20 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
             page["next_path"] = next_path
             page["problem"] = "Type a user name of 1 to 64 letters, digits, '_', '.', '@' or '-'."
             return _KIT.form_page(request, guard, "sign_in.html", page, status=400)
-        response = (
-            _KIT.redirect(next_path) if next_path is not None else _KIT.page(request, "signed_in.html", {"user": user})
-        )
+        if form.get("next") or kept is None:
+            # A `next` given goes first, to a path here only (refused, the page says who is signed in).
+            response: Response = (
+                _KIT.redirect(next_path)
+                if next_path is not None
+                else _KIT.page(request, "signed_in.html", {"user": user, "back_url": None})
+            )
+            forget_way_back(request, response)
+        else:
+            # Not a redirect: after a form's post the browser would refuse the link's own redirect to a provider
+            # (the page's `form-action 'self'` holds for every redirect that follows the post). The page takes the
+            # person on by itself, with a link to follow where it does not.
+            back_url = f"{prefix}{DevelopmentSignIn.PATH}{_BACK}"
+            response = _KIT.page(request, "signed_in.html", {"user": user, "back_url": back_url})
         response.set_cookie(
             DevelopmentSignIn.COOKIE,
             development.cookie_value(user),
@@ -318,6 +378,24 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
         )
         return response
 
+    async def way_back(request: Request) -> Response:
+        """Back to the link kept before signing in; without one, to the sign-in page (never anywhere else)."""
+        assert development is not None
+        kept = development.return_path(request.cookies.get(DevelopmentSignIn.RETURN_COOKIE))
+        response = _KIT.redirect(kept if kept is not None else f"{prefix}{DevelopmentSignIn.PATH}")
+        forget_way_back(request, response)
+        return response
+
+    def forget_way_back(request: Request, response: Response) -> None:
+        if DevelopmentSignIn.RETURN_COOKIE in request.cookies:
+            response.delete_cookie(
+                DevelopmentSignIn.RETURN_COOKIE,
+                path=f"{prefix}{DevelopmentSignIn.PATH}",
+                httponly=True,
+                samesite="strict",
+                secure=over_https or request.url.scheme == "https",
+            )
+
     routes = [
         Route("/start", start, methods=["GET"]),
         Route("/callback", callback, methods=["GET"]),
@@ -326,4 +404,5 @@ def pages_app(service: AccountService, verifier: SignInVerifier) -> Starlette:
     ]
     if development is not None:
         routes.append(Route(DevelopmentSignIn.PATH, sign_in, methods=["GET", "POST"]))
+        routes.append(Route(f"{DevelopmentSignIn.PATH}{_BACK}", way_back, methods=["GET"]))
     return _KIT.app(routes, max_body=MAX_FORM_BYTES, problem=_problem)

@@ -24,6 +24,8 @@ __all__ = ["print_call", "print_inbox"]
 _MESSAGE_LISTED = 120
 _CALL_LISTED = 100
 _CALL_SHOWN = 1000
+# `inbox show` prints a finished call's result, up to a screenful or two of it (`--json` has it whole).
+_RESULT_SHOWN = 2000
 
 
 def print_inbox(found: list[Pending], as_json: bool) -> None:
@@ -108,10 +110,29 @@ def print_call(record: Any, answers: dict[str, Any], rounds: list[dict[str, Any]
             )
         elif q.mode == "url":
             typer.echo(f"    {_link_line(q)}")
+    if record.result is not None:
+        typer.echo(_result_lines(record))
     if record.error:
         typer.echo(f"error: {for_terminal(record.error, lines=True)}")
     for r in rounds:
         typer.echo(f"  round {r['round']}: asked {when(r['asked_at'])}, answered {when(r['sent_at'])}")
+
+
+def _result_lines(record: Any) -> str:
+    """A finished call's result text, indented under its heading; cut at `_RESULT_SHOWN` characters, saying so."""
+    from askback.runtime import Completed
+
+    done = Completed(record.id, record.result, rounds=record.round)
+    text = done.text or "(no text)"
+    heading = "result (the tool reported an error):" if done.is_error else "result:"
+    shown = for_terminal(shorten(text, _RESULT_SHOWN, one_line=False), lines=True)
+    body = "\n".join(f"  {line}" for line in shown.split("\n"))
+    if len(text) > _RESULT_SHOWN:
+        body += (
+            f"\n  (cut: the first {_RESULT_SHOWN - 1} of its {len(text)} characters; "
+            f"`askback inbox show {record.id} --json` has it whole)"
+        )
+    return f"{heading}\n{body}"
 
 
 def _link_or_refusal(q: ParkedQuestion, development: bool) -> CheckedLink | UnsafeLinkError:

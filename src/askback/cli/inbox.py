@@ -179,8 +179,8 @@ def inbox_answer(
     database: Annotated[str | None, DATABASE] = None,
 ) -> None:
     """Accept a call's questions: a form with --json, a URL question with --accept, or either at the terminal
-    prompt (forms from their schema, a review before sending, :d to decline, :c to cancel; a URL question shows
-    its host and is accepted once you are done)."""
+    prompt (forms from their schema, a review before sending, y or n alone for a yes/no question, :d to decline, :c to
+    cancel; a URL question shows its host and is accepted once you are done)."""
     _answer(
         call_id, key, "accept", content, user, database, resume, timeout, accept=accept, token=(token, token_server)
     )

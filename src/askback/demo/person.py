@@ -2,7 +2,7 @@
 (httpx, with a cookie jar and no redirects followed, so that each step can be told).
 
 They open the link from their assistant, are asked to sign in first (the demo server's development sign-in), sign
-in and open the link again, are sent to the provider, sign in there and allow access, and are sent back to the demo
+in and are sent back to the link, which sends them to the provider, sign in there and allow access, and are sent back to the demo
 server's callback, which says whether the account is connected. `--interactive` leaves all this to the person's own
 browser instead.
 """
@@ -65,12 +65,15 @@ def _walk(browser: httpx.Client, link: str, user: str, say: Callable[[str], None
         say(f"expected the development sign-in page, but it says {_said(form)}")
         return False
     signed_in = browser.post(sign_in_url, data={"user": user, "csrf": csrf})
-    if signed_in.status_code != 200:
-        say(f"the development sign-in refused {user}: {_said(signed_in)}")
+    # The page takes a browser back to the link by itself; its link says where.
+    way_back = _first(r'<a href="([^"]*/dev/sign-in/back)"', signed_in.text)
+    if signed_in.status_code != 200 or way_back is None:
+        say(f"the development sign-in did not send {user} back to the link: {_said(signed_in)}")
         return False
-    say(f"{user} opens it; the demo server asks who they are, they sign in as {user} and open the link again")
+    back = browser.get(urljoin(sign_in_url, way_back)).headers.get("location", "")
+    say(f"{user} opens it; the demo server asks who they are, they sign in as {user} and are sent back to the link")
 
-    to_provider = browser.get(link)
+    to_provider = browser.get(urljoin(link, back))
     consent_url = to_provider.headers.get("location", "")
     if to_provider.status_code != 303 or not consent_url:
         say(f"expected to be sent to the provider, but the page says {_said(to_provider)}")

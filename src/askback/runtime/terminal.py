@@ -1,7 +1,8 @@
 """The terminal prompt: a call's questions asked and answered at the terminal while the call waits.
 
 `TerminalRenderer` is the interactive renderer of `askback call` and `askback inbox answer`. A form is asked field
-by field (`forms.fields`), shown back in a table for review, then checked with `forms.validate`; a URL question
+by field (`forms.fields`), shown back in a table for review, then checked with `forms.validate` (a yes/no question,
+one boolean field, is sent as soon as y or n is typed: there is nothing to review); a URL question
 shows the full host its link goes to and the link as plain text, and waits until the person says they have
 finished there. The link is never opened or fetched from here. `:d` declines and `:c` cancels at any prompt.
 
@@ -217,11 +218,21 @@ def _link(question: ParkedQuestion, *, development: bool) -> _Dialog:
 def _form(question: ParkedQuestion) -> _Dialog:
     schema = question.schema or {}
     known = fields(schema)
+    # A yes/no question (one boolean field, as a plain Confirm asks) is answered by the y or n typed: nothing is left
+    # to review. Enter taking a default still goes to the review, so that a stray Enter sends nothing.
+    yes_or_no = len(known) == 1 and known[0].kind == "boolean"
     values: dict[str, Any] = {}
     yield _Show(Text(_HINT, style="dim"))
     while True:
+        typed = False
         for field in known:
-            values[field.name] = yield from _ask_field(field, values.get(field.name, field.default), schema)
+            values[field.name], typed = yield from _ask_field(field, values.get(field.name, field.default), schema)
+        if yes_or_no and typed:
+            try:
+                return Answer("accept", validate(schema, values))
+            except InvalidAnswerError as exc:
+                yield _Show(Text(f"{_plain(str(exc))}; the question is asked again.", style="red"))
+                continue
         yield _Show(_review(known, values))
         choice = yield from _menu(
             "[s]end, [e]dit, [d]ecline, [c]ancel: ", {"s": "send", "e": "edit", "d": "decline", "c": "cancel"}
@@ -236,19 +247,20 @@ def _form(question: ParkedQuestion) -> _Dialog:
             yield _Show(Text(f"{_plain(str(exc))}; the form is asked again.", style="red"))
 
 
-def _ask_field(field: Field, current: Any, schema: Mapping[str, Any]) -> Generator[_Step, str | None, Any]:
-    """One field's value: typed, a choice's number, or Enter for `current`; asked again until it fits."""
+def _ask_field(field: Field, current: Any, schema: Mapping[str, Any]) -> Generator[_Step, str | None, tuple[Any, bool]]:
+    """One field's value: typed, a choice's number, or Enter for `current`; asked again until it fits. With it,
+    whether it was typed (not Enter)."""
     yield _Show(_field_header(field))
     while True:
         text = ((yield _Read(_prompt(field, current))) or "").strip()
         _stop_if_asked(text)
         if text == "":
             if current is not None or not field.required:
-                return current
+                return current, False
             yield _Show(Text(f"{_plain(field.title)}: a value is required ({_HINT}).", style="red"))
             continue
         try:
-            return _value(field, text, schema)
+            return _value(field, text, schema), True
         except InvalidAnswerError as exc:
             yield _Show(Text(_plain(str(exc)), style="red"))
 

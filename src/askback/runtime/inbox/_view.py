@@ -123,8 +123,14 @@ def moment(at: float | None) -> dt.datetime | None:
 
 
 def asker(method: str, target: str) -> str:
+    """Who asks, as words inside a sentence: "the tool deploy" (`at_start` makes it open one)."""
     kind = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}.get(method, "call")
     return f"the {kind} {for_terminal(shorten(target, 100))}"
+
+
+def at_start(words: str) -> str:
+    """`words` opening a sentence: its first letter capitalised, and only that one (a tool's name keeps its case)."""
+    return words[:1].upper() + words[1:]
 
 
 def shown_origin(origin: Origin | None) -> ShownOrigin | None:
@@ -377,6 +383,7 @@ def call(base: str, record: CallRecord, pending: Sequence[ParkedQuestion], *, re
         "title": title,
         "text": text,
         "asker": who,
+        "asker_first": at_start(who),
         "record": record,
         "links": links,
         "server": for_terminal(record.server),
