@@ -19,6 +19,7 @@ from askback.clock import FrozenClock
 from askback.core.approving import Approval
 from askback.core.caller import principal_of
 from askback.db.migrate import all_components
+from askback.errors import InvalidTokenError
 from askback.identity._jwt import caller_from_claims
 from askback.store import Store
 
@@ -38,10 +39,6 @@ async def service(tmp_path: Path) -> AsyncIterator[ApprovalService]:
         await store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="actors_of spells actors by act.sub only, not by the configured principal claim the sign-in uses",
-)
 async def test_an_actor_is_spelled_by_the_principal_claim_the_sign_in_names_people_by(
     service: ApprovalService,
 ) -> None:
@@ -59,3 +56,13 @@ async def test_an_actor_is_spelled_by_the_principal_claim_the_sign_in_names_peop
     bob = Approver(principal_of("bob", ISSUER, home=ISSUER), method=f"oidc {ISSUER}")
     decided = await service.decide(bob, made.id, "approve", "", digest=made.digest)
     assert (decided.counted, decided.refusal) == (False, "actor")
+
+
+def test_an_actor_not_named_by_the_principal_claim_makes_the_token_invalid() -> None:
+    # An actor askback cannot name as the sign-in names people is one it could not refuse as an approver.
+    claims = {"iss": ISSUER, "sub": "5f1c0e1a-alice", CLAIM: "alice", "act": {"sub": "9b2c7d44-bob"}}
+    with pytest.raises(InvalidTokenError, match="preferred_username"):
+        caller_from_claims(claims, principal_claim=CLAIM, issuer=ISSUER)
+    # With sub as the principal claim, the same actor is named by its sub, as before.
+    plain = caller_from_claims(claims, principal_claim="sub", issuer=ISSUER)
+    assert plain.actors == ("9b2c7d44-bob",)

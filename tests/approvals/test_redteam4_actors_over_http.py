@@ -44,10 +44,6 @@ async def nobody(request: Any) -> None:
     return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="access_token_of/caller_of drop Caller.actors, so flow.approve over HTTP sends no actors to the approvals",
-)
 async def test_an_agent_acting_for_the_requester_over_http_may_not_approve_the_request_its_call_made(
     tmp_path: Path,
 ) -> None:

@@ -35,10 +35,6 @@ class _Verifier:
         return AccessToken(token=token, client_id="agent", subject="alice", scopes=[], claims={"iss": ISSUER})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="events(requester=...) compares the caller's principal unspelled with the home-spelled stored requester",
-)
 async def test_a_verified_caller_subscribed_by_her_principal_hears_of_her_own_request(
     make_settings: Callable[..., Any],
 ) -> None:

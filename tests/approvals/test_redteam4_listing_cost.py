@@ -66,10 +66,6 @@ def names_checked() -> Iterator[Callable[[], int]]:
         sys.setprofile(before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pending_for revalidates the stored policy of every pending request, so a view costs requests x names",
-)
 async def test_the_listing_checks_a_policy_its_pending_requests_share_once(service: ApprovalService) -> None:
     for n in range(PENDING):
         caller = f"user{n // PER_CALLER}"

@@ -43,10 +43,6 @@ class _Verifier:
         return AccessToken(token=token, client_id="agent", subject="alice", scopes=[], claims={"iss": ISSUER})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="askback tasks cancel opens ApprovalService without the home issuer, so <issuer>#alice owns no request",
-)
 async def test_cancelling_a_waiting_task_from_the_command_line_withdraws_the_request_of_a_verified_caller(
     tmp_path: Path,
 ) -> None:

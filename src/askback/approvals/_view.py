@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from askback.approvals.policy import Refusal
+from askback.approvals.policy import Refusal, same_person
 from askback.approvals.policy import refusal as policy_refusal
 from askback.approvals.service import ApprovalRecord, Approver, Decided, Vote
 from askback.core.terminal_text import for_terminal, shorten
@@ -65,9 +65,9 @@ def refusal(record: ApprovalRecord, approver: Approver, now: float) -> Refusal |
     requester, or an actor of the requester's token, is told that it is their own request whether or not the policy
     names them; anyone else the policy does not name is `not_allowed`, which the pages answer as an unknown id."""
     why = policy_refusal(record, approver, now)
-    if why == "not_allowed" and approver.principal == record.requester:
+    if why == "not_allowed" and record.requester is not None and same_person(approver.principal, record.requester):
         return "requester"
-    if why == "not_allowed" and approver.principal in record.actors:
+    if why == "not_allowed" and any(same_person(approver.principal, actor) for actor in record.actors):
         return "actor"
     return why
 

@@ -19,11 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from askback.core.approving import Approval, ApprovalStatus
+from askback.core.caller import split_principal
 
 if TYPE_CHECKING:
     from askback.approvals.records import ApprovalRecord, Approver, Vote
 
-__all__ = ["REFUSALS", "TRANSITIONS", "Outcome", "Refusal", "allowed", "outcome", "refusal"]
+__all__ = ["REFUSALS", "TRANSITIONS", "Outcome", "Refusal", "allowed", "outcome", "refusal", "same_person"]
 
 Refusal = Literal["not_allowed", "requester", "actor", "already_decided", "not_pending", "expired", "digest_changed"]
 """Why a decision was not taken. `digest_changed` is the service's own: the page showed another call than the one
@@ -58,15 +59,31 @@ def allowed(approval: Approval, approver: Approver) -> bool:
     return approver.principal in approval.principals or not approval.groups.isdisjoint(approver.groups)
 
 
+def same_person(approver: str, principal: str) -> bool:
+    """Whether `approver` (as the pages' sign-in names them) may be `principal` (a requester or an actor, as the
+    bearer check named them), for refusing them: the same spelling, or the same subject where either is bare, since
+    a sign-in that knows no home issuer names people bare while a check that returns `iss` qualifies them. Refusing
+    a namesake of another issuer is the safe mistake; letting an agent approve its own call is not."""
+    if approver == principal:
+        return True
+    approver_issuer, approver_subject = split_principal(approver)
+    issuer, subject = split_principal(principal)
+    return (approver_issuer is None or issuer is None) and approver_subject == subject
+
+
 def refusal(record: ApprovalRecord, approver: Approver, now: float) -> Refusal | None:
     """Why `approver` may not decide `record` at `now`, checked in this order: not named by the policy; the
     requester (unless the policy allows self-approval); an actor of the requester's token (always refused, whatever
     the policy); has decided it already; not pending; expired. `None`: they may."""
     if not allowed(record.approval, approver):
         return "not_allowed"
-    if record.requester is not None and approver.principal == record.requester and not record.approval.self_approval:
+    if (
+        record.requester is not None
+        and same_person(approver.principal, record.requester)
+        and not record.approval.self_approval
+    ):
         return "requester"
-    if approver.principal in record.actors:
+    if any(same_person(approver.principal, actor) for actor in record.actors):
         return "actor"
     if any(vote.approver == approver.principal for vote in record.votes):
         return "already_decided"

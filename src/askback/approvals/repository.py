@@ -245,12 +245,18 @@ def pending_for(
     """The open requests this person may decide, newest first, `LISTED_MOST` at most: every pending request's policy
     and expiry are read, page by page, those whose policy `may_decide` accepts and which are open at `now` are read
     whole, with their votes, and kept when `decidable` (the person's own, an actor's or already decided by them are
-    not). Only what is kept counts, so that no number of requests this person may not decide now hides one they may."""
+    not). Only what is kept counts, so that no number of requests this person may not decide now hides one they may.
+    A policy is read and judged once per listing however many requests store it (a tool's requests all do)."""
     kept: list[ApprovalRecord] = []
+    judged: dict[str, bool] = {}
     page = conn.execute(PENDING, {}).all()
     while True:
         for row in page:
-            if row.expires_at <= now or not may_decide(_approval(json.loads(row.policy))):
+            if row.expires_at <= now:
+                continue
+            if row.policy not in judged:
+                judged[row.policy] = may_decide(_approval(json.loads(row.policy)))
+            if not judged[row.policy]:
                 continue
             found = conn.execute(BY_ID, {"id": row.id}).first()
             record = None if found is None else record_of(found, votes_of(conn, found.id))

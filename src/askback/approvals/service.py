@@ -207,18 +207,31 @@ class ApprovalService:
         """The requester withdraws a pending request; `None` for an id that is not theirs (as for an unknown one). A
         request that is no longer pending is returned as it is."""
         requester = self._spelled(requester)
+        return await self._withdraw(approval_id, requester, by=requester, reason="withdrawn by the requester")
+
+    async def withdraw_awaited(self, approval_id: str, *, by: str | None) -> ApprovalRecord | None:
+        """An operator withdraws a pending request a cancelled task waited on (`askback tasks cancel`), whoever its
+        requester: the task's record names the request, which is all the authority needed; `by` (the task's
+        principal) is recorded. `None` for an unknown id; a request no longer pending is returned as it is."""
+        return await self._withdraw(
+            approval_id, None, by=by, reason="withdrawn: the task waiting on it was cancelled", anyones=True
+        )
+
+    async def _withdraw(
+        self, approval_id: str, requester: str | None, *, by: str | None, reason: str, anyones: bool = False
+    ) -> ApprovalRecord | None:
+        """Withdraw `approval_id`, when `requester` made it (or whoever did, with `anyones`)."""
 
         def write(conn: Any, changes: Changes) -> ApprovalRecord | None:
             row = conn.execute(rows.BY_ID_LOCKED, {"id": approval_id}).first()
-            if row is None or row.requester != requester:
+            if row is None or (not anyones and row.requester != requester):
                 return None
             record = self._fresh(conn, row, changes)
             if record.status != "pending":
                 return record
-            reason = "withdrawn by the requester"
             rows.set_status(conn, record, "withdrawn", at=changes.at, reason=reason)
             record = replace(record, status="withdrawn", decided_at=changes.at, reason=reason)
-            changes.note("approval.withdrawn", record, principal=requester, reason=reason)
+            changes.note("approval.withdrawn", record, principal=by, reason=reason)
             changes.event(WITHDRAWN, record)
             return record
 

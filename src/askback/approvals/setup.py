@@ -34,6 +34,7 @@ from askback.approvals.events import ApprovalEvent, ApprovalEvents
 from askback.approvals.schema import MIGRATIONS
 from askback.approvals.service import ApprovalService
 from askback.core.approving import ApprovalAsk, ApprovalGate, ApprovalState
+from askback.core.caller import home_spelled
 from askback.errors import ConfigurationError, DefinitionError, InvalidParamsError
 from askback.extension import ExtensionContext, Mounted, Open, Ports
 
@@ -54,7 +55,10 @@ class ApprovalsSetup:
     (`check_site(base_url)`, as the development sign-in does, which refuses anything off loopback) is asked at once.
     `directory` gives groups their members (`{"ops": ["bob", "carol"]}`) where the sign-in carries no group claim.
     `gates` gate tools behind an approval without code in their handlers (`askback.ApprovalGate`: named tools, or
-    every tool annotated `destructiveHint: true`)."""
+    every tool annotated `destructiveHint: true`). `home_issuer` is the issuer whose people `sign_in` names bare, for
+    a sign-in of one's own (`askback.identity.PeopleSignIn` says its own): a requester or actor a token verifier
+    names `<home_issuer>#alice` is then the `alice` who signs in. Without one, a bare name at the pages is refused
+    for any issuer's requester or actor of that name."""
 
     name = "approvals"
     migrations = (MIGRATIONS,)
@@ -67,11 +71,14 @@ class ApprovalsSetup:
         prefix: str = "/approvals",
         directory: Mapping[str, Iterable[str]] | None = None,
         gates: Iterable[ApprovalGate] = (),
+        home_issuer: str | None = None,
     ) -> None:
         check_site = getattr(sign_in, "check_site", None)
         if callable(check_site):
             check_site(base_url)
         self.sign_in = sign_in
+        # The issuer whose people the sign-in names bare: given, or the sign-in's own (PeopleSignIn's).
+        self.home_issuer = home_issuer if home_issuer is not None else getattr(sign_in, "home_issuer", None)
         self.base_url = base_url.rstrip("/")
         self.prefix = "/" + prefix.strip("/")
         self.directory = _frozen(directory)
@@ -105,7 +112,7 @@ class ApprovalsSetup:
             status_url=self.status_url,
             pending_per_requester=context.settings.pending_approvals_per_principal,
             keys=keys,
-            home_issuer=getattr(self.sign_in, "home_issuer", None),
+            home_issuer=self.home_issuer,
         )
         self._events = ApprovalEvents(context.store.events)
         self._clock = context.clock
@@ -129,12 +136,15 @@ class ApprovalsSetup:
         self, *, types: Sequence[str] = ("approval.*",), requester: str | None = None, since: int | None = None
     ) -> AsyncIterator[ApprovalEvent]:
         """The approval events as they happen on any instance, once the app has started
-        (`ApprovalEvents.events`)."""
+        (`ApprovalEvents.events`). `requester` is a principal as the caller's token names it
+        (`flow.caller.principal`): it is compared in the home spelling the requests are kept in."""
         if self._events is None:
             raise ConfigurationError(
                 "Approval events are subscribed to before their app started: open it first (`async with "
                 "app.running()`, or serve it with `build_app` / `askback serve`), then call `events()`."
             )
+        if requester is not None:
+            requester = home_spelled(requester, self.home_issuer)
         return self._events.events(types=types, requester=requester, since=since)
 
 

@@ -225,8 +225,10 @@ def tasks_show(
 
 
 async def _withdraw(store: Store, record: TaskRecord) -> None:
-    """Withdraw the approval requests a cancelled task waited on, as its requester (as `tasks/cancel` does through
-    `ApprovalWaits.withdraw`); one already decided stays as it is."""
+    """Withdraw the approval requests a cancelled task waited on, as `tasks/cancel` does through
+    `ApprovalWaits.withdraw`: by the ids the task's record names, whatever spelling its requester is kept in (the
+    approvals keep the sign-in's home spelling, which this command does not know); one already decided stays as it
+    is."""
     from askback.approvals.service import ApprovalService
     from askback.clock import SystemClock
 
@@ -239,7 +241,7 @@ async def _withdraw(store: Store, record: TaskRecord) -> None:
     )
     for approval_id in sorted(record.awaited_approvals):
         try:
-            await service.withdraw(record.principal, approval_id)
+            await service.withdraw_awaited(approval_id, by=record.principal)
         except AskbackError as exc:
             # The task is cancelled all the same; the request ends when its time does.
             typer.echo(

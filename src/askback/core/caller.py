@@ -127,11 +127,16 @@ def split_scopes(value: str) -> tuple[str, ...]:
     return tuple(scope for scope in value.split(" ") if scope)
 
 
-def actors_of(claims: Mapping[str, Any], *, issuer: str | None, home: str | None) -> tuple[str, ...]:
+def actors_of(
+    claims: Mapping[str, Any], *, issuer: str | None, home: str | None, principal_claim: str = "sub"
+) -> tuple[str, ...]:
     """The principals of the token's `act` chain (RFC 8693 section 4.1: `{"act": {"sub": ..., "act": {...}}}`), the
     current actor first, each spelled by `principal_of` against the home issuer `home`: an actor's issuer is its own
-    `iss`, where it names one, else the token's (`issuer`). `InvalidTokenError` for an
-    `act` that is not an object with a usable `sub`, or a chain deeper than `MAX_ACTORS`."""
+    `iss`, where it names one, else the token's (`issuer`). Each actor is named by `principal_claim` of its object,
+    the claim the token's principal is named by (`ASKBACK_AUTH_PRINCIPAL_CLAIM`), so that an actor compares equal to
+    the same person signed in to a page. `InvalidTokenError` for an `act` that is not an object naming its actor by
+    that claim (an actor askback cannot name is one it could not refuse as an approver), or a chain deeper than
+    `MAX_ACTORS`."""
     actors: list[str] = []
     act = claims.get("act")
     while act is not None:
@@ -139,9 +144,13 @@ def actors_of(claims: Mapping[str, Any], *, issuer: str | None, home: str | None
             raise InvalidTokenError(f"the token's act claim nests more than {MAX_ACTORS} actors")
         if not isinstance(act, Mapping):
             raise InvalidTokenError("the token's act claim is not an object")
-        sub, iss = act.get("sub"), act.get("iss", issuer)
+        sub, iss = act.get(principal_claim), act.get("iss", issuer)
         if not isinstance(sub, str):
-            raise InvalidTokenError("an actor in the token's act claim names no subject")
+            if principal_claim == "sub":
+                raise InvalidTokenError("an actor in the token's act claim names no subject")
+            raise InvalidTokenError(
+                f"an actor in the token's act claim has no {principal_claim!r}, the claim that names principals"
+            )
         if "iss" in act and not isinstance(iss, str):
             # A null issuer would spell the actor as nobody's, which reads as a home principal.
             raise InvalidTokenError("an actor in the token's act claim names an issuer that is not a string")

@@ -252,7 +252,7 @@ def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issue
         client_id=client_id if isinstance(client_id, str) else None,
         issuer=issuer,
         expires_at=int(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else None,
-        actors=actors_of(claims, issuer=issuer, home=issuer),
+        actors=actors_of(claims, issuer=issuer, home=issuer, principal_claim=principal_claim),
     )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -107,17 +108,29 @@ class SdkVerifierCheck:
         return self.description
 
 
+# The claim of the SDK's access token that carries the caller's actors, spelled as `Caller.actors` spells them: a
+# name of askback's own, so that no claim of a token's is taken for it (a token's own claims never reach this token).
+_ACTORS = "askback:actors"
+
+
 def access_token_of(caller: Caller) -> AccessToken:
     """The SDK's view of `caller`, which its `requestState` binding, its session ownership and `get_access_token()`
     read: the principal as `subject`, and the issuer as `claims["iss"]`, the one place the SDK's binding
-    (`principal_components`) reads an issuer from. The token itself is never kept: its place holds a marker."""
+    (`principal_components`) reads an issuer from. Who acts for the principal rides along under `_ACTORS`, already
+    spelled, so that `caller_of` gives every tool call the caller's actors (an approval refuses them as approvers).
+    The token itself is never kept: its place holds a marker."""
+    claims: dict[str, Any] = {}
+    if caller.issuer is not None:
+        claims["iss"] = caller.issuer
+    if caller.actors:
+        claims[_ACTORS] = list(caller.actors)
     return AccessToken(
         token="verified",
         client_id=caller.client_id or caller.principal,
         scopes=sorted(caller.scopes),
         expires_at=caller.expires_at,
         subject=caller.principal,
-        claims={"iss": caller.issuer} if caller.issuer is not None else None,
+        claims=claims or None,
     )
 
 
@@ -125,13 +138,16 @@ def caller_of(token: AccessToken | None) -> Caller | None:
     """The `Caller` the SDK's access token of this request stands for (`None` on an unauthenticated transport)."""
     if token is None:
         return None
-    issuer = (token.claims or {}).get("iss")
+    claims = token.claims or {}
+    issuer = claims.get("iss")
+    actors = claims.get(_ACTORS)
     return Caller(
         principal=token.subject or token.client_id,
         scopes=frozenset(token.scopes),
         client_id=token.client_id,
         issuer=issuer if isinstance(issuer, str) else None,
         expires_at=token.expires_at,
+        actors=tuple(str(actor) for actor in actors) if isinstance(actors, list) else (),
     )
 
 
