@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
+
+from pydantic import SecretStr
 
 from askback.approvals.service import ApprovalService, Approver
 from askback.clock import Clock
 from askback.core.approving import Approval, ApprovalAsk, approval_digest
+from askback.identity import PeopleSignIn
 from askback.store import Store
 
 NOW = 1_800_000_000.0
@@ -53,4 +57,17 @@ def service_on(store: Store, clock: Clock, *, pending: int = 20) -> ApprovalServ
         audit_log=store.audit_log,
         status_url=status_url,
         pending_per_requester=pending,
+    )
+
+
+def people_sign_in(issuer: str, base_url: str, clock: Clock) -> PeopleSignIn:
+    """People's sign-in at `issuer` for pages at `base_url`, never sent to the provider: its home issuer is what the
+    approvals spell requesters and actors by."""
+    return PeopleSignIn(
+        issuer=issuer,
+        client_id="askback",
+        client_secret=SecretStr("not used here"),
+        base_url=base_url,
+        session_secret=secrets.token_bytes(32),
+        clock=clock,
     )

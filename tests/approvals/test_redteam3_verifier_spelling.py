@@ -6,22 +6,19 @@ requesters and actors in the sign-in's home spelling, so that an agent acting fo
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from mcp.server.auth.provider import AccessToken
-from pydantic import SecretStr
 
-from _approvals import NOW, ask
+from _approvals import NOW, ask, people_sign_in
 from askback import Askback
 from askback.approvals.records import Approver
 from askback.approvals.setup import ApprovalsSetup
 from askback.clock import FrozenClock
 from askback.core.approving import Approval
 from askback.core.caller import home_spelled, principal_of
-from askback.identity import PeopleSignIn
 from askback.server.http import bearer_check
 
 pytestmark = pytest.mark.anyio
@@ -44,14 +41,7 @@ async def test_a_verified_tokens_requester_and_actor_are_the_people_the_sign_in_
     make_settings: Callable[..., Any],
 ) -> None:
     clock = FrozenClock(at=NOW)
-    sign_in = PeopleSignIn(
-        issuer=ISSUER,
-        client_id="askback",
-        client_secret=SecretStr("not used here"),
-        base_url=BASE,
-        session_secret=secrets.token_bytes(32),
-        clock=clock,
-    )
+    sign_in = people_sign_in(ISSUER, BASE, clock)
     setup = ApprovalsSetup(sign_in=sign_in, base_url=BASE)
     app = Askback("verifier-spelling", settings=make_settings(), clock=clock, extensions=[sign_in, setup])
     check = bearer_check(app, token_verifier=_Verifier())

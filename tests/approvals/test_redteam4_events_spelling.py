@@ -6,21 +6,18 @@ never hears of her own request."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
 from mcp.server.auth.provider import AccessToken
-from pydantic import SecretStr
 
-from _approvals import NOW, ask
+from _approvals import NOW, ask, people_sign_in
 from askback import Askback
 from askback.approvals.setup import ApprovalsSetup
 from askback.clock import FrozenClock
 from askback.core.approving import Approval
-from askback.identity import PeopleSignIn
 from askback.server.http import bearer_check
 
 pytestmark = pytest.mark.anyio
@@ -39,14 +36,7 @@ async def test_a_verified_caller_subscribed_by_her_principal_hears_of_her_own_re
     make_settings: Callable[..., Any],
 ) -> None:
     clock = FrozenClock(at=NOW)
-    sign_in = PeopleSignIn(
-        issuer=ISSUER,
-        client_id="askback",
-        client_secret=SecretStr("not used here"),
-        base_url=BASE,
-        session_secret=secrets.token_bytes(32),
-        clock=clock,
-    )
+    sign_in = people_sign_in(ISSUER, BASE, clock)
     setup = ApprovalsSetup(sign_in=sign_in, base_url=BASE)
     app = Askback("events-spelling", settings=make_settings(), clock=clock, extensions=[sign_in, setup])
     check = bearer_check(app, token_verifier=_Verifier())

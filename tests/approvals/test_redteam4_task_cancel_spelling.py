@@ -16,14 +16,13 @@ import anyio
 import httpx
 import pytest
 from mcp.server.auth.provider import AccessToken
-from pydantic import SecretStr
 from tests.infra import run_askback, serving_asgi
 from tests.server._tasks import call, until
 
+from _approvals import people_sign_in
 from askback import Approval, Askback, Flow, load_settings
 from askback.approvals.setup import ApprovalsSetup
 from askback.clock import FrozenClock
-from askback.identity import PeopleSignIn
 from askback.server.http import build_app
 
 pytestmark = [pytest.mark.http, pytest.mark.anyio]
@@ -49,14 +48,7 @@ async def test_cancelling_a_waiting_task_from_the_command_line_withdraws_the_req
     database = f"sqlite:///{tmp_path / 'askback.db'}"
     settings = load_settings(database_url=database, state_keys=secrets.token_urlsafe(32), task_poll_interval=250)
     clock = FrozenClock(at=1_800_000_000.0)
-    sign_in = PeopleSignIn(
-        issuer=ISSUER,
-        client_id="askback",
-        client_secret=SecretStr("not used here"),
-        base_url=BASE,
-        session_secret=secrets.token_bytes(32),
-        clock=clock,
-    )
+    sign_in = people_sign_in(ISSUER, BASE, clock)
     setup = ApprovalsSetup(sign_in=sign_in, base_url=BASE)
     app = Askback("cancel-spelling", settings=settings, clock=clock, extensions=[sign_in, setup])
 
