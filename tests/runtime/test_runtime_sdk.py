@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 
 from askback.runtime._sdk import _narrow, _NarrowClient, declared_elicitation
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.sdk_seam]
 
 
 def test_the_runtime_runs_on_the_sdk_minor_it_was_written_for() -> None:

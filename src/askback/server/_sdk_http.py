@@ -2,36 +2,74 @@
 
 A 2026-07-28 request is stateless: one POST, one answer. A 2025-11-25 session needs a stream, because its questions
 are pushed to the client while a call waits. The SDK's session manager has one `json_response` switch for both, and
-with it off (as the pushes need) it answers every modern request through its streaming path: a task group, two
-tasks and a cancel scope per request, about a tenth of a round's time. So the manager is given a subclass whose only
-change is that a modern request is answered as plain JSON; sessions keep their streams.
+with it off (as the pushes need) it answers every modern request through its streaming path: a task group, a memory
+stream, two tasks and a timeout per request, a tenth of a round's time. So the manager's ASGI entry is replaced by
+one that answers a modern request as plain JSON, unless the request asked for progress (a `progressToken`), which
+needs the stream; sessions keep their streams.
 
-Private SDK surface used here: `StreamableHTTPSessionManager._handle_request`, its `app`, `security_settings` and
-`_lifespan_state` attributes, and `mcp.server._streamable_http_modern.handle_modern_request`.
-`tests/server/test_http_app.py` fails loudly when an upgrade changes them.
+What changes on the JSON path: a client that disconnects no longer cancels the handler (the flow's deadline still
+bounds it), and no keepalive is sent while a silent handler runs (a proxy's idle-read timeout must exceed the
+longest round; a call that long belongs in a task).
+
+Private SDK surface used here: `StreamableHTTPSessionManager._handle_request`, its `asgi_app` (which the SDK binds in
+`__init__`), `app`, `security_settings`, `max_request_body_size`, `_task_group` and `_lifespan_state` attributes, and
+`mcp.server._streamable_http_modern.handle_modern_request`. `tests/server/test_sdk_http.py` (marker `sdk_seam`, run
+against the newest 2.3 patch release by `.ci/upgrade-check`) fails when an upgrade changes them or the path taken.
 """
 
 from __future__ import annotations
 
 from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 __all__ = ["answer_modern_requests_as_json"]
 
 _VERSION_HEADER = b"mcp-protocol-version"
+# A request that asks for progress names a token in its `_meta`; its answer must be able to stream. A token spelled
+# with escapes is missed, which costs that client its progress notifications and nothing else.
+_PROGRESS = b'"progressToken"'
 
 
-class _JsonForModern(StreamableHTTPSessionManager):
-    async def _handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+class _ModernAsJson:
+    """The manager's request entry, behind the SDK's body limit: modern requests that want no progress are answered
+    as JSON; everything else goes to the manager as before."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self.manager
         version = next((v.decode("latin-1") for k, v in scope["headers"] if k == _VERSION_HEADER), None)
-        if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS or self._task_group is None:
-            await super()._handle_request(scope, receive, send)
+        if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS or manager._task_group is None:
+            await manager._handle_request(scope, receive, send)
             return
-        await handle_modern_request(self.app, self.security_settings, True, self._lifespan_state, scope, receive, send)
+        # The body limit ahead of this has read the whole body into its first message.
+        first = await receive()
+        wants_progress = _PROGRESS in first.get("body", b"")
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        await handle_modern_request(
+            manager.app,
+            manager.security_settings,
+            not wants_progress,
+            manager._lifespan_state,
+            scope,
+            replay,
+            send,
+        )
 
 
 def answer_modern_requests_as_json(manager: StreamableHTTPSessionManager) -> None:
-    """Make `manager` answer 2026-07-28 requests as JSON, whatever its `json_response` says for sessions."""
-    manager.__class__ = _JsonForModern
+    """Make `manager` answer 2026-07-28 requests as JSON (unless they ask for progress), whatever its
+    `json_response` says for sessions."""
+    manager.asgi_app = RequestBodyLimitMiddleware(_ModernAsJson(manager), manager.max_request_body_size)
