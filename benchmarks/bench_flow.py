@@ -98,6 +98,8 @@ RATIOS: tuple[tuple[str, str, dict[str, float]], ...] = (
     (ASKBACK, ASKBACK_2, {}),
     (LEDGER, BARE, {}),
 )
+# Server CPU per flow, askback against the bare SDK (raw HTTP).
+CPU_TARGET = 1.4
 NOTES = {
     (ASKBACK, ASKBACK_2): "the harness's noise floor: two identical servers",
     (LEDGER, BARE): "what the hand-written ledger costs",
@@ -466,18 +468,30 @@ async def raw_http(url: str, shape: Shape) -> AsyncIterator[RawFlow]:
         yield RawFlow(http, url, shape)
 
 
-async def rotate(flows_by_side: Mapping[str, FlowFn], *, flows: int, warmup: int) -> dict[str, list[tuple[int, ...]]]:
-    """Warm every side up, then run flow n on every side, the order rotating by one side each flow."""
+async def rotate(
+    flows_by_side: Mapping[str, FlowFn],
+    *,
+    flows: int,
+    warmup: int,
+    cpu: Callable[[], dict[str, float]] | None = None,
+    spent: dict[str, float] | None = None,
+) -> dict[str, list[tuple[int, ...]]]:
+    """Warm every side up, then run flow n on every side, the order rotating by one side each flow. With `cpu` (each
+    side's CPU seconds so far), `spent` gets each side's CPU seconds over the measured flows."""
     sides = list(flows_by_side)
     for n in range(warmup):
         for side in sides:
             await flows_by_side[side](n)
     gc.collect()
     times: dict[str, list[tuple[int, ...]]] = {side: [] for side in sides}
+    before = cpu() if cpu is not None else {}
     for n in range(warmup, warmup + flows):
         k = n % len(sides)
         for side in sides[k:] + sides[:k]:
             times[side].append(await flows_by_side[side](n))
+    if cpu is not None and spent is not None:
+        after = cpu()
+        spent.update({side: after[side] - before[side] for side in before})
     return times
 
 
@@ -588,6 +602,15 @@ class Servers:
             time.sleep(0.05)
         return {side: f"http://127.0.0.1:{port}/mcp" for side, (_, port, _) in self.procs.items()}
 
+    def cpu(self) -> dict[str, float]:
+        """Each server process's CPU seconds so far, user and system (Linux's /proc)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        seconds = {}
+        for side, (proc, _, _) in self.procs.items():
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            seconds[side] = (int(fields[11]) + int(fields[12])) / tick
+        return seconds
+
     def show_logs(self) -> None:
         for side, (_, _, log) in self.procs.items():
             output = log.read_text(errors="replace").strip()
@@ -625,6 +648,8 @@ class Timing:
     shape: str
     rounds: int
     by_side: dict[str, list[tuple[int, ...]]]
+    # Server CPU seconds per side over the measured flows (raw HTTP only).
+    cpu: dict[str, float] | None = None
 
     def column(self, side: str, r: int | None) -> list[int]:
         """One round's times (0-based), or with `None` each flow's: the sum of its rounds."""
@@ -680,6 +705,23 @@ def report_timing(timing: Timing) -> None:
             note = NOTES.get((num, den), "no target in this mode")
         label = f"ratio {num}/{den}"
         print(f"{timing.mode:<9} {timing.shape:<7} {label:<30} {'':>6}{cells}   ({note})")
+    if timing.cpu:
+        report_cpu(timing)
+
+
+def report_cpu(timing: Timing) -> None:
+    """Server CPU per flow, each side, and askback's against the bare SDK's (what a busy deployment pays per core)."""
+    assert timing.cpu is not None
+    flows = {side: len(times) for side, times in timing.by_side.items()}
+    per_flow = {side: seconds / flows[side] * 1e6 for side, seconds in timing.cpu.items()}
+    cells = ", ".join(f"{side} {us:,.0f}" for side, us in per_flow.items())
+    print(f"{timing.mode:<9} {timing.shape:<7} server CPU per flow, microseconds: {cells}")
+    for num, den in ((ASKBACK, BARE), (ASKBACK, LEDGER), (ASKBACK, ASKBACK_2)):
+        if per_flow.get(den):
+            target = f"; target <= {CPU_TARGET:.2f}x" if den == BARE else ""
+            print(
+                f"{timing.mode:<9} {timing.shape:<7} server CPU ratio {num}/{den}: {per_flow[num] / per_flow[den]:.2f}x{target}"
+            )
 
 
 def _kib(n: float) -> str:
@@ -729,7 +771,9 @@ async def measure_sdk_http(plan: Plan, urls: dict[str, str]) -> Timing:
     return Timing("http", WRITE.name, 2, times)
 
 
-async def measure_raw(plan: Plan, urls: dict[str, str], shape: Shape) -> tuple[Timing, list[str]]:
+async def measure_raw(
+    plan: Plan, urls: dict[str, str], shape: Shape, cpu: Callable[[], dict[str, float]] | None = None
+) -> tuple[Timing, list[str]]:
     """The raw-HTTP flows of one shape; also which sides, sent a final round again, completed as the first time."""
     async with contextlib.AsyncExitStack() as stack:
         raw = {side: await stack.enter_async_context(raw_http(url, shape)) for side, url in urls.items()}
@@ -742,8 +786,9 @@ async def measure_raw(plan: Plan, urls: dict[str, str], shape: Shape) -> tuple[T
                 raise BenchError(f"{side}: a replayed final {shape.name} round did not return the first outcome")
             replayed.append(side)
         await raw[BARE](-1)
-        times = await rotate(raw, flows=plan.raw_flows, warmup=plan.warmup)
-    return Timing("raw-http", shape.name, len(shape.answers), times), replayed
+        spent: dict[str, float] = {}
+        times = await rotate(raw, flows=plan.raw_flows, warmup=plan.warmup, cpu=cpu, spent=spent)
+    return Timing("raw-http", shape.name, len(shape.answers), times, cpu=spent or None), replayed
 
 
 def deployments(database: Path, table: str) -> tuple[int, int]:
@@ -800,7 +845,7 @@ async def run(plan: Plan, workdir: Path) -> None:
             if "raw" in plan.modes:
                 for shape in SHAPES:
                     print(f"measuring: raw HTTP, {shape.name}", file=sys.stderr)
-                    timing, replayed = await measure_raw(plan, urls, shape)
+                    timing, replayed = await measure_raw(plan, urls, shape, servers.cpu)
                     raw.append(timing)
                     notes.append(
                         f"replayed final {shape.name} round: {', '.join(replayed)} returned the recorded outcome"

@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     demo_auth: bool = False
     # `askback serve`'s log lines (its --log-format): read before the server is imported, from the environment.
     log_format: Literal["auto", "json", "text"] = "auto"
+    # The audit trail's log lines (the database keeps every event whatever these say): one record per round, per
+    # event, or none, and the level of those records. A setting of the process, applied by each `Askback(...)`.
+    audit_log: Literal["round", "event", "off"] = "round"
+    audit_log_level: Literal["debug", "info", "warning"] = "info"
     # Connected accounts: the vault's own key ring (`askback vault new-key`; never the state keys), the connections
     # file, how long an authorization link stays usable until it is opened, how long the person then has to sign in
     # at the provider and come back, and how early a token is refreshed before it expires.

@@ -43,10 +43,14 @@ async def test_each_audit_event_is_a_json_line_and_none_is_lost_when_the_server_
         lines = [json.loads(line) for line in server.log.read_text().splitlines() if line.startswith("{")]
     finally:
         server.stop()
-    events = [(r["askback_event"], r["tool"], r["principal"]) for r in lines if "askback_event" in r]
-    assert events == [("asked", "deploy", "ada"), ("answered", "deploy", "ada"), ("completed", "deploy", "ada")]
-    answered = next(r for r in lines if r.get("askback_event") == "answered")
-    assert answered["logger"] == "askback.audit" and answered["level"] == "info" and answered["keys"] == ["pick_env"]
+    # One line per round: the first round asked; the second was answered and completed the flow.
+    audit = [r for r in lines if r["logger"] == "askback.audit"]
+    rounds = [(r.get("askback_event"), r.get("askback_events"), r["tool"], r["principal"]) for r in audit]
+    assert rounds == [("asked", None, "deploy", "ada"), (None, ["answered", "completed"], "deploy", "ada")]
+    assert audit[0]["flow_id"] == audit[1]["flow_id"]
+    second = audit[1]
+    assert second["level"] == "info" and second["keys"] == ["pick_env"] and second["outcome"] == "completed"
+    assert second["message"].startswith("askback answered,completed tool=deploy ")
 
 
 def _log_lines(server: Instance) -> list[dict[str, Any]]:

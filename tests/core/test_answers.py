@@ -234,15 +234,43 @@ async def test_a_replayed_final_round_returns_the_first_outcome_and_runs_nothing
     assert [e.event for e in trail].count("answered") == 1
 
 
-async def test_audit_events_are_logged_with_fields(app: Askback, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="askback.audit")
-    async with Client(app.mcp, elicitation_callback=answered_by_hand) as client:
+async def _logged_order(server: Askback, caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The audit log's records of one two-round order, and its trail in the database (unchanged by the log)."""
+    caplog.clear()
+    async with server.running(), Client(server.mcp, elicitation_callback=answered_by_hand) as client:
         first = await call(client, "order", {"item": "pen"})
         await call(client, "order", {"item": "pen"}, {"order": accept(quantity=1, size="S")}, first.request_state)  # type: ignore[union-attr]
-    records = [r for r in caplog.records if r.name == "askback.audit"]
-    assert [r.askback_event for r in records] == ["asked", "answered", "completed"]  # type: ignore[attr-defined]
-    assert records[0].keys == ["order"] and records[0].tool == "order"  # type: ignore[attr-defined]
+        trail = await (await server.store()).audit_log.query(AuditFilter(tool="order"))
+    assert [e.event for e in trail][-3:] == ["asked", "answered", "completed"]
+    return [r for r in caplog.records if r.name == "askback.audit"]
+
+
+async def test_audit_events_are_logged_one_record_per_round_by_default(
+    make_settings: Callable[..., Any], clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="askback.audit")
+    records = await _logged_order(build(make_settings(), clock), caplog)
+    assert len(records) == 2 and all(r.levelno == logging.INFO for r in records)
+    asked, second = records
+    assert asked.askback_event == "asked" and asked.keys == ["order"] and asked.tool == "order"  # type: ignore[attr-defined]
+    assert second.askback_events == ["answered", "completed"] and not hasattr(second, "askback_event")  # type: ignore[attr-defined]
+    assert second.keys == ["order"] and second.action == "accept" and second.outcome == "completed"  # type: ignore[attr-defined]
+    assert second.getMessage().startswith("askback answered,completed tool=order flow=")
     flow_ids = {r.flow_id for r in records}  # type: ignore[attr-defined]
     assert len(flow_ids) == 1 and None not in flow_ids
     for r in records:
         assert "requestState" not in r.getMessage() and "v1." not in r.getMessage()
+
+
+async def test_the_audit_log_can_be_one_record_per_event_at_another_level_or_off(
+    make_settings: Callable[..., Any], clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="askback.audit")
+    records = await _logged_order(build(make_settings(audit_log="event", audit_log_level="debug"), clock), caplog)
+    assert [r.askback_event for r in records] == ["asked", "answered", "completed"]  # type: ignore[attr-defined]
+    assert {r.levelno for r in records} == {logging.DEBUG}
+    assert records[1].keys == ["order"] and records[2].outcome == "completed"  # type: ignore[attr-defined]
+    assert await _logged_order(build(make_settings(audit_log="off"), clock), caplog) == []
+    # At a level the logger leaves out, nothing is logged either; the database keeps the events (checked above).
+    caplog.set_level(logging.INFO, logger="askback.audit")
+    assert await _logged_order(build(make_settings(audit_log_level="debug"), clock), caplog) == []

@@ -81,6 +81,8 @@ def cluster(node: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
             "ASKBACK_DATABASE_URL": url,
             "ASKBACK_STATE_KEYS": secrets.token_urlsafe(48),
             "ASKBACK_TASK_POLL_INTERVAL": str(POLL_INTERVAL_MS),
+            # One line per event: the tests find which instance asked or took each question.
+            "ASKBACK_AUDIT_LOG": "event",
         }
         with behind_nginx(DEMO, env, tmp_path_factory.mktemp("nginx")) as (instances, nginx):
             yield Cluster(instances, nginx)

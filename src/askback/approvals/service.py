@@ -29,7 +29,7 @@ from askback.approvals._keys import STORED_DIGEST, derived, keyed
 from askback.approvals.events import CONSUMED, DECIDED, EXPIRED, REQUESTED, WITHDRAWN
 from askback.approvals.policy import allowed, outcome, refusal
 from askback.approvals.records import ApprovalRecord, Approver, Decided, Decision, Vote
-from askback.audit.emit import emit
+from askback.audit.emit import emit_all
 from askback.audit.event import EventKind
 from askback.clock import Clock
 from askback.core.approving import ApprovalAsk, ApprovalState, ApprovalStatus, approval_digest
@@ -460,8 +460,7 @@ class ApprovalService:
         result, changes, head = await self.database.transaction(run, doing=doing, immediate=True)
         if head is not None:
             self.audit_log.appended(chain, [head])
-        for event in changes.audit:
-            emit(event)
+        emit_all(changes.audit)
         return result
 
 

@@ -34,6 +34,7 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from askback.audit import AuditEvent
+from askback.audit.emit import configure as configure_audit_log
 from askback.clock import Clock, SystemClock, new_flow_id
 from askback.core.approving import Approval, gate_for
 from askback.core.caller import missing_scopes
@@ -110,6 +111,7 @@ class Askback:
         # The SDK would otherwise install a console log handler at INFO on the root logger, whose per-line cost
         # is larger than a round's own; applications (and `askback serve`) configure logging themselves.
         mcp_options.setdefault("log_level", "WARNING")
+        configure_audit_log(shape=self.settings.audit_log, level=self.settings.audit_log_level)
         # `ASKBACK_ANSWERS=server`: answers wait in the store between rounds, sealed with keys derived from the ring
         # (opened in either mode, so that flows begun before a switch still finish).
         self.answer_seal = AnswerSeal(keys)

@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ClientCapabilities, InputRequiredResult, TextContent
 
 from askback.audit import AuditEvent
-from askback.audit.emit import emit, instance_id
+from askback.audit.emit import emit_all, instance_id
 from askback.clock import Clock
 from askback.core import flow as core_flow
 from askback.core import round as decision
@@ -98,8 +98,7 @@ async def run_round(
         pushed=not modern(ctx.protocol_version),
     )
     outcome = await io.drive(request)
-    for note in outcome.notes:
-        emit(io.audit(note))
+    emit_all([io.audit(note) for note in outcome.notes])
     if isinstance(outcome, plan.Raise):
         raise outcome.error
     return outcome.result
@@ -127,8 +126,7 @@ async def run_ask_first(
         now=io.now,
     )
     outcome = await io.drive(request)
-    for note in io.kept(outcome.notes):
-        emit(io.audit(note))
+    emit_all([io.audit(note) for note in io.kept(outcome.notes)])
     if isinstance(outcome, plan.Raise):
         raise outcome.error
     return outcome.result

@@ -39,7 +39,7 @@ from mcp_types import CallToolResult, ClientCapabilities, ElicitResult
 from pydantic import ValidationError
 
 from askback.audit import AuditEvent
-from askback.audit.emit import emit, instance_id
+from askback.audit.emit import emit_all, instance_id
 from askback.core import round_plan as plan
 from askback.core.approving import approval_links
 from askback.core.round import End, Limits, admit
@@ -247,8 +247,7 @@ async def cancel(
     before, after = await rows.cancel(store, task_id, now=now)
     if after is not None:
         events = audit_events(after, RunEnd(reason="cancelled"), at=now, instance=instance)
-        for event in events:
-            emit(event)
+        emit_all(events)
         await store.audit_log.add_many(events)
     return before, after
 
@@ -362,8 +361,7 @@ class TaskRunner:
         await self._write_audit(audit_events(record, ended, at=now, instance=self.owner))
 
     async def _write_audit(self, events: list[AuditEvent]) -> None:
-        for event in events:
-            emit(event)
+        emit_all(events)
         await (await self.config.round.store()).audit_log.add_many(events)
 
     async def _drive(self, task_id: str) -> None:
