@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 from sqlalchemy import Connection, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -60,6 +61,19 @@ def hold_lock(conn: Connection, key: str) -> None:
     go on; SQLite: the immediate transaction already holds the database's write lock."""
     if conn.dialect.name == "postgresql":
         conn.execute(_ADVISORY, {"key": _lock_number(key)})
+
+
+class _StaleConnection(Exception):
+    """A statement of a transaction found its pooled connection dropped by the server, before any commit."""
+
+
+async def _dropped_is_stale(work: Awaitable[_T], attempt: int) -> _T:
+    try:
+        return await work
+    except sa_exc.DBAPIError as exc:
+        if attempt == 1 and exc.connection_invalidated:
+            raise _StaleConnection from exc
+        raise
 
 
 class Database:
@@ -164,9 +178,7 @@ class Database:
         with self.reachable(doing):
             if self._sqlite_path is not None:
                 return await self._run(fn)
-            async with self._engine.connect() as conn:
-                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                return await auto.run_sync(fn)
+            return await self._on_a_live_connection(fn, autocommit=True)
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[AsyncConnection]:
@@ -275,8 +287,27 @@ class Database:
                 if not is_busy(exc):
                     raise
             return await anyio.to_thread.run_sync(self._run_waiting, fn, immediate)
-        async with self._engine.begin() as conn:
-            return await conn.run_sync(fn)
+        return await self._on_a_live_connection(fn, autocommit=False)
+
+    async def _on_a_live_connection(self, fn: Callable[[Any], _T], *, autocommit: bool) -> _T:
+        """PostgreSQL: run `fn` in a transaction (or, `autocommit`, statement by statement), once more if its
+        connection turns out to have been dropped by the server (a restart, a failover, an idle cut), which SQLAlchemy
+        then discards with every connection pooled before it. Only a failure inside `fn` is retried: the
+        transaction did not commit, so running it again does nothing twice. A failure at the commit itself is not
+        retried (whether it committed is unknown) and surfaces as `StoreUnavailableError`, retryable by the client:
+        the ledgers' claims then decide, so no effect runs twice."""
+        for attempt in (1, 2):
+            try:
+                async with self._engine.connect() as conn:
+                    if autocommit:
+                        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                        return await _dropped_is_stale(conn.run_sync(fn), attempt)
+                    async with conn.begin():
+                        result = await _dropped_is_stale(conn.run_sync(fn), attempt)
+                    return result
+            except _StaleConnection:
+                continue
+        raise AssertionError("unreachable: the second attempt raises")
 
     def _run_waiting(self, fn: Callable[[Any], _T], immediate: bool) -> _T:
         assert self._sqlite_path is not None

@@ -1,8 +1,9 @@
 """Engines: one async SQLAlchemy engine per database, set up for several processes sharing it.
 
 SQLite files are checked and put in WAL mode before the async driver touches them; every SQLite transaction
-begins explicitly (`BEGIN`, or `BEGIN IMMEDIATE` when asked through `BEGIN_IMMEDIATE`). PostgreSQL pools test
-connections before use and time out connecting in seconds.
+begins explicitly (`BEGIN`, or `BEGIN IMMEDIATE` when asked through `BEGIN_IMMEDIATE`). PostgreSQL pools replace
+connections by age instead of testing each before use (`Database` retries a transaction once that failed on a
+connection the server had dropped), and time out connecting in seconds.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from askback.errors import ConfigurationError, StoreUnavailableError
 
 __all__ = [
     "BEGIN_IMMEDIATE",
+    "PG_POOL_RECYCLE",
     "SQLITE_BUSY_TIMEOUT_MS",
     "create_engine",
     "probe_sqlite_file",
@@ -37,19 +39,26 @@ __all__ = [
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 _PG_CONNECT_TIMEOUT = 10
 _PG_POOL_SIZE = 16
+# Seconds a pooled PostgreSQL connection is used for before it is replaced (at its next checkout): under the idle
+# cuts of the usual proxies and balancers in front of a database, and rarely enough to cost nothing per request.
+PG_POOL_RECYCLE = 600
 # Execution option asking the SQLite BEGIN hook for a write lock up front (see _on_sqlite_begin).
 BEGIN_IMMEDIATE = "askback_begin_immediate"
 
 
 def create_engine(url: URL) -> AsyncEngine:
     if url.get_backend_name() != "sqlite":
-        # Instances outlive database restarts and failovers; test each pooled connection before use.
+        # Instances outlive database restarts and failovers. A test of each connection at checkout would cost three
+        # round trips a transaction (BEGIN, an empty statement, ROLLBACK); instead connections are replaced by age,
+        # and a dropped one is found by the statement that uses it: SQLAlchemy then discards every connection pooled
+        # before the failure, and `Database` runs that transaction again once (see `Database._run`).
         # A connect timeout, so that a database host that drops packets fails a call in seconds, not a minute.
         # A pool larger than SQLAlchemy's default 5: a busy instance would otherwise open and close a connection
         # (a PostgreSQL backend and a login) for every request above five at a time.
         return create_async_engine(
             url,
-            pool_pre_ping=True,
+            pool_pre_ping=False,
+            pool_recycle=PG_POOL_RECYCLE,
             pool_size=_PG_POOL_SIZE,
             max_overflow=_PG_POOL_SIZE,
             connect_args={"timeout": _PG_CONNECT_TIMEOUT},
