@@ -103,3 +103,33 @@ async def test_a_database_that_stays_down_is_unavailable_after_the_one_retry(dat
     with pytest.raises(StoreUnavailableError, match="Could not mark"):
         await database.transaction(ended_each_time, doing="mark")
     assert len(calls) == 2
+
+
+async def test_a_transaction_whose_connection_drops_at_its_commit_is_not_run_again(database: Database) -> None:
+    # A deferred constraint trigger runs at COMMIT: this one ends its own backend there, so the client cannot know
+    # whether the commit happened. Running the transaction again could do its work twice; it must not.
+    def install(conn: Any) -> None:
+        conn.execute(sa.text("CREATE TABLE IF NOT EXISTS marks (n integer)"))
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION end_at_commit() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "CREATE CONSTRAINT TRIGGER end_at_commit AFTER INSERT ON marks DEFERRABLE INITIALLY DEFERRED "
+                "FOR EACH ROW EXECUTE FUNCTION end_at_commit()"
+            )
+        )
+
+    await database.transaction(install, doing="install the trigger")
+    calls: list[int] = []
+
+    def mark(conn: Any) -> None:
+        calls.append(1)
+        conn.execute(MARK, {"n": 1})
+
+    with pytest.raises(StoreUnavailableError, match="Could not mark"):
+        await database.transaction(mark, doing="mark")
+    assert calls == [1]
