@@ -333,6 +333,12 @@ class TaskRunner:
 
         task.add_done_callback(done)
 
+    async def idle(self, task_id: str) -> None:
+        """Wait until this instance no longer runs the task (at once when it does not), its end written: for a caller
+        that must see what the run did without polling the store (a benchmark, a test)."""
+        while (task := self._running.get(task_id)) is not None:
+            await asyncio.wait({task})
+
     def stop(self, task_id: str) -> None:
         """Stop the task's run here, if there is one (after a cancel)."""
         task = self._running.get(task_id)

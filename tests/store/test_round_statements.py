@@ -1,0 +1,44 @@
+"""What a round costs the store, pinned: the SQL statements and transactions each round of each flow shape runs, on
+SQLite and PostgreSQL (tests/_statements.py drives and counts them; benchmarks/bench_statements.py prints the same
+table). Equalities, so that a change that adds a statement or a transaction to a round fails here; a change that
+removes one updates the figures below, and says so in its commit."""
+
+from __future__ import annotations
+
+import pytest
+from tests._statements import Cost, costs
+
+pytestmark = pytest.mark.anyio
+
+# (statements, transactions) of each round, by shape. On SQLite a statement run for several rows at once counts once
+# per row (an audit INSERT of two events counts two).
+PINNED: dict[str, dict[str, dict[str, tuple[int, int]]]] = {
+    "sqlite": {
+        "no question": {"call": (0, 0)},
+        "write (form + effect)": {"ask": (2, 1), "answer": (10, 2)},
+        "confirm": {"ask": (2, 1), "answer": (9, 2)},
+        "replayed answer": {"replay": (5, 2)},
+        "task (confirm + effect)": {"ask": (7, 4), "get (asked)": (1, 1), "answer": (13, 7), "get (done)": (1, 1)},
+    },
+    "postgresql": {
+        "no question": {"call": (0, 0)},
+        "write (form + effect)": {"ask": (2, 1), "answer": (9, 2)},
+        "confirm": {"ask": (2, 1), "answer": (8, 2)},
+        "replayed answer": {"replay": (5, 2)},
+        "task (confirm + effect)": {"ask": (8, 4), "get (asked)": (1, 1), "answer": (12, 7), "get (done)": (1, 1)},
+    },
+}
+
+
+def _as_pairs(found: dict[str, dict[str, Cost]]) -> dict[str, dict[str, tuple[int, int]]]:
+    return {
+        shape: {name: (cost.statements, cost.transactions) for name, cost in rounds.items()}
+        for shape, rounds in found.items()
+    }
+
+
+async def test_each_round_runs_exactly_the_statements_and_transactions_pinned_for_its_shape(
+    any_database: str,
+) -> None:
+    dialect = "sqlite" if any_database.startswith("sqlite") else "postgresql"
+    assert _as_pairs(await costs(any_database)) == PINNED[dialect]
