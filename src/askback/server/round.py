@@ -218,9 +218,12 @@ class _RoundIO:
         self.accounts = None if config.accounts is None else config.accounts(principal)
         self.approvals = None if config.approvals is None else config.approvals(caller)
         self._events: dict[int, tuple[plan.Note, AuditEvent]] = {}
+        self.held = False
 
     async def drive(self, request: plan.RoundRequest) -> plan.RoundEnd:
         """Perform the plan's steps until it returns its outcome."""
+        # Only a flow whose state says its answers wait on the server can have any there to forget when it completes.
+        self.held = request.state is not None and request.state.held
         steps = plan.round_plan(request, self.config.policy)
         try:
             step = next(steps)
@@ -399,6 +402,7 @@ class _RoundIO:
             round=step.round,
             round_outcome=step.round_outcome,
             held=held,
+            forget_held=self.held or hold is not None,
         )
         try:
             return await (await self.config.store()).flows.finish_flow(record)
