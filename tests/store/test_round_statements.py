@@ -18,14 +18,14 @@ PINNED: dict[str, dict[str, dict[str, tuple[int, int]]]] = {
         "write (form + effect)": {"ask": (2, 1), "answer": (8, 2)},
         "confirm": {"ask": (2, 1), "answer": (7, 2)},
         "replayed answer": {"replay": (4, 2)},
-        "task (confirm + effect)": {"ask": (7, 4), "get (asked)": (1, 1), "answer": (13, 7), "get (done)": (1, 1)},
+        "task (confirm + effect)": {"ask": (5, 2), "get (asked)": (1, 1), "answer": (9, 4), "get (done)": (1, 1)},
     },
     "postgresql": {
         "no question": {"call": (0, 0)},
         "write (form + effect)": {"ask": (2, 1), "answer": (7, 2)},
         "confirm": {"ask": (2, 1), "answer": (6, 2)},
         "replayed answer": {"replay": (4, 2)},
-        "task (confirm + effect)": {"ask": (8, 4), "get (asked)": (1, 1), "answer": (12, 7), "get (done)": (1, 1)},
+        "task (confirm + effect)": {"ask": (6, 2), "get (asked)": (1, 1), "answer": (8, 4), "get (done)": (1, 1)},
     },
 }
 

@@ -230,13 +230,11 @@ class Flows:
             answered: str | None = ROUND_COMPLETED
         else:
             answered = None if round_outcome is None else to_json(round_outcome, what="the outcome of the round")
-        rows = audit_query.to_rows(record.events)
-        chain = self.audit_log.chain
-        appended: list[tuple[int, str]] = []
+        audit = self.audit_log.pending(record.events)
+        rows = audit.rows
 
         def write(conn: Connection) -> Completion | None:
             completion: Completion | None = None
-            appended.clear()
             for name, outcome in finished:
                 params = {"b_flow_id": flow_id, "b_key": name, "b_outcome": outcome, "b_at": at}
                 conn.execute(EFFECTS.finish, params)
@@ -271,12 +269,11 @@ class Flows:
                 conn.execute(HELD_FORGET, {"flow_id": held.flow_id, "round": held.round})
                 values = {"flow_id": held.flow_id, "round": held.round, "sealed": held.sealed, "expires_at": held.until}
                 conn.execute(HELD_ADD, values)
-            if rows:
-                appended.append(self.audit_log.append_rows(conn, rows, chain))
+            audit.write(conn)
             return completion
 
         completion = await self.database.transaction(write, doing="record the end of the round")
-        self.audit_log.appended(chain, appended)
+        audit.committed()
         if finished or ran or round_ is not None:
             self._settled()
         return completion

@@ -315,16 +315,17 @@ class TaskRunner:
         if after is None:
             return False
         logger.info("askback: task %s... goes on: %s", task_id[:6], why)
-        self.start(task_id)
+        self.start(task_id, after)
         return True
 
-    def start(self, task_id: str) -> None:
+    def start(self, task_id: str, record: TaskRecord | None = None) -> None:
         """Run the task in the background here (this instance holds its lease); when it already runs here, run it
-        once more after that run ends (which has written its end by then, or is about to)."""
+        once more after that run ends (which has written its end by then, or is about to). `record`: the task as the
+        caller has just written it (it need not be read again); otherwise the run reads it."""
         if task_id in self._running:
             self._again.add(task_id)
             return
-        task = asyncio.get_running_loop().create_task(self._drive(task_id))
+        task = asyncio.get_running_loop().create_task(self._drive(task_id, record))
         self._running[task_id] = task
 
         def done(_: object) -> None:
@@ -372,18 +373,20 @@ class TaskRunner:
             emit(event)
         await (await self.config.round.store()).audit_log.add_many(events)
 
-    async def _drive(self, task_id: str) -> None:
+    async def _drive(self, task_id: str, record: TaskRecord | None) -> None:
         again = True
         while again:
             self._again.discard(task_id)
-            await self._drive_once(task_id)
+            await self._drive_once(task_id, record)
+            record = None  # run again: the row as it is now
             again = task_id in self._again
 
-    async def _drive_once(self, task_id: str) -> None:
+    async def _drive_once(self, task_id: str, record: TaskRecord | None) -> None:
         rounds = self.config.round
         try:
             store = await rounds.store()
-            record = await read_task(store, task_id, now=rounds.clock.now())
+            if record is None:
+                record = await read_task(store, task_id, now=rounds.clock.now())
             if record is None or record.status != TaskStatus.WORKING or record.lease_owner != self.owner:
                 return
             # Read before the handler reads anything: what happens from here on is after this id in the log.
@@ -403,10 +406,14 @@ class TaskRunner:
             if awaiting is not None and self.approval_waits is not None:
                 waiting = await self.approval_waits.message(record, awaiting.values())
                 ended = dataclasses.replace(ended, awaiting=awaiting, waiting=waiting)
-            now = rounds.clock.now()
-            _, after = await change(store, task_id, lambda r: settle(r, ended, owner=self.owner, now=now), now=now)
+            # Settled from the row the run started from: nothing but this run changes a task while it works under
+            # this lease, and the write checks that it still does.
+            after = settle(record, ended, owner=self.owner, now=rounds.clock.now())
+            if after is not None and not await rows.settle_run(store, after, owner=self.owner, events=run.events):
+                after = None
             if after is not None:
-                await self._write_audit(list(run.events))
+                for event in run.events:
+                    emit(event)
             if after is not None and after.status == TaskStatus.INPUT_REQUIRED and self.on_waiting is not None:
                 # What happened while the handler ran (an account connected) was not this task's to see then.
                 await self.on_waiting(store, after)
