@@ -24,6 +24,7 @@ class PendingAudit:
 
     def __init__(self, log: AuditLog, events: Sequence[AuditEvent]) -> None:
         self.log = log
+        self.events = tuple(events)
         self.rows = audit_query.to_rows(events)
         self.chain = log.chain
         self._heads: list[tuple[int, str]] = []

@@ -32,6 +32,7 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, ClientCapabilities,
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, TypeAdapter, ValidationError
 
+from askback.audit import AuditEvent
 from askback.core.caller import Caller, missing_scopes
 from askback.core.state import FlowState
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
@@ -352,11 +353,10 @@ class TasksExtension(Extension):
         if ended is None:
             return record
         store = await self.app.store()
-        before, after = await change(store, record.task_id, lambda r: lapse(r, ended, now=now), now=now)
-        if after is None:
-            return before or record
-        await self.runner.audit(after, ended, now)
-        return after
+        before, after = await change(
+            store, record.task_id, lambda r: lapse(r, ended, now=now), now=now, audit=self.runner.audit(ended, now)
+        )
+        return before or record if after is None else after
 
     async def _take_over(self, record: TaskRecord, now: float) -> TaskRecord:
         """Take the lease of a working task whose instance stopped renewing it, and rerun its handler here."""
@@ -410,14 +410,18 @@ class TasksExtension(Extension):
                 lease_until=now + lease,
             )
 
-        before, after = await change(store, params.task_id, answer, now=now)
+        def audited(after: TaskRecord) -> list[AuditEvent]:
+            # Answers too late end the task as its deadline does, audited with the change.
+            return [] if late is None else self.runner.audit(late, now)(after)
+
+        before, after = await change(store, params.task_id, answer, now=now, audit=audited)
         if before is None or before.principal != principal:
             raise _unknown()
-        if after is not None and late is not None:
-            await self.runner.audit(after, late, now)
-        elif after is not None and after.status == TaskStatus.WORKING:
+        if after is None or late is not None:
+            return {}
+        if after.status == TaskStatus.WORKING:
             self.runner.start(after.task_id, after)
-        elif after is not None and self.runner.on_waiting is not None:
+        elif self.runner.on_waiting is not None:
             # Left waiting only for links, perhaps of accounts that connected while it waited for this answer too.
             await self.runner.on_waiting(store, after)
         return {}

@@ -13,6 +13,7 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 
 from askback.audit import AuditEvent
+from askback.audit.emit import emit
 from askback.core.caller import Caller, split_principal, split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
@@ -308,35 +309,51 @@ async def prune(store: Store, *, now: float) -> None:
 
 
 async def change(
-    store: Store, task_id: str, decide: Callable[[TaskRecord], TaskRecord | None], *, now: float
+    store: Store,
+    task_id: str,
+    decide: Callable[[TaskRecord], TaskRecord | None],
+    *,
+    now: float,
+    audit: Callable[[TaskRecord], Sequence[AuditEvent]] | None = None,
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
-    """In one transaction: read the task, let `decide` say what it becomes (`None`: nothing changes) and write that.
-    Returns (the task as it was read, the task as written or `None`); an expired task reads as `None`."""
-    return await _change(store, task_id, lambda _conn, record: decide(record), now=now)
+    """In one transaction: read the task, let `decide` say what it becomes (`None`: nothing changes) and write that,
+    with `audit(the task as written)`'s events when it changed (logged once committed). Returns (the task as it was
+    read, the task as written or `None`); an expired task reads as `None`."""
+    # Once committed: the audit rows' heads to keep, and the events to log.
+    written: list[tuple[Callable[[], None], Sequence[AuditEvent]]] = []
 
-
-async def cancel(store: Store, task_id: str, *, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
-    """The row change of a cancel (`cancelled`), under the lock `claim_effect` takes to mark the task's first effect
-    started: (the task as it was read, the task cancelled or `None`)."""
-    return await change(store, task_id, lambda record: cancelled(record, now), now=now)
-
-
-async def _change(
-    store: Store, task_id: str, decide: Callable[[Any, TaskRecord], TaskRecord | None], *, now: float
-) -> tuple[TaskRecord | None, TaskRecord | None]:
     def run(conn: Any) -> tuple[TaskRecord | None, TaskRecord | None]:
+        written.clear()
         before = _locked(conn, task_id, now)
         if before is None:
             return None, None
-        after = decide(conn, before)
+        after = decide(before)
         if after is None or after == before:
             return before, None
         values = _row(after)
         params = {"b_task_id": task_id} | {f"b_{k}": values[k] for k in (*_MUTABLE, "lease_owner", "lease_until")}
         conn.execute(_WRITE, params)
+        if audit is not None:
+            pending = store.audit_log.pending(audit(after))
+            pending.write(conn)
+            written.append((pending.committed, pending.events))
         return before, after
 
-    return await store.database.transaction(run, doing="change a task", immediate=True)
+    changed = await store.database.transaction(run, doing="change a task", immediate=True)
+    for committed, events in written:
+        committed()
+        for event in events:
+            emit(event)
+    return changed
+
+
+async def cancel(
+    store: Store, task_id: str, *, now: float, audit: Callable[[TaskRecord], Sequence[AuditEvent]] | None = None
+) -> tuple[TaskRecord | None, TaskRecord | None]:
+    """The row change of a cancel (`cancelled`), under the lock `claim_effect` takes to mark the task's first effect
+    started, with `audit`'s events as `change` writes them: (the task as it was read, the task cancelled or
+    `None`)."""
+    return await change(store, task_id, lambda record: cancelled(record, now), now=now, audit=audit)
 
 
 async def claim_effect(

@@ -242,15 +242,12 @@ async def cancel(
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
     """The one cancel of `tasks/cancel` and `askback tasks cancel`: the row change `cancelled` makes (none once the
     task has started an effect) and, when it ended the task, the audit trail's `completed` event for it (outcome
-    `cancelled`). The task before and after the change (after is `None` when the task had ended already, had
-    started an effect, or is unknown)."""
-    before, after = await rows.cancel(store, task_id, now=now)
-    if after is not None:
-        events = audit_events(after, RunEnd(reason="cancelled"), at=now, instance=instance)
-        for event in events:
-            emit(event)
-        await store.audit_log.add_many(events)
-    return before, after
+    `cancelled`), written with it. The task before and after the change (after is `None` when the task had ended
+    already, had started an effect, or is unknown)."""
+    ended = RunEnd(reason="cancelled")
+    return await rows.cancel(
+        store, task_id, now=now, audit=lambda after: audit_events(after, ended, at=now, instance=instance)
+    )
 
 
 class Resumed(Protocol):
@@ -364,14 +361,10 @@ class TaskRunner:
             return None
         return RunEnd(result=wire_result(rounds.end_result(record.tool, end.text)), reason=end.reason)
 
-    async def audit(self, record: TaskRecord, ended: RunEnd, now: float) -> None:
-        """Record in the audit trail the end `ended` gave the task, now `record`, without its handler running."""
-        await self._write_audit(audit_events(record, ended, at=now, instance=self.owner))
-
-    async def _write_audit(self, events: list[AuditEvent]) -> None:
-        for event in events:
-            emit(event)
-        await (await self.config.round.store()).audit_log.add_many(events)
+    def audit(self, ended: RunEnd, now: float) -> Callable[[TaskRecord], list[AuditEvent]]:
+        """What the audit trail records of the end `ended` gives a task without its handler running, for `change` to
+        write with the task's new row."""
+        return lambda record: audit_events(record, ended, at=now, instance=self.owner)
 
     async def _drive(self, task_id: str, record: TaskRecord | None) -> None:
         again = True
