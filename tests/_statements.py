@@ -153,6 +153,10 @@ def build(settings: Any, clock: FrozenClock) -> Askback:
     async def task_write(name: str, flow: Flow) -> str:
         return await once(flow, name) if flow.ask(go) else "Kept."
 
+    @app.tool(task="optional")
+    async def task_confirm(flow: Flow) -> str:
+        return "Went ahead." if flow.ask(go) else "Stayed."
+
     return app
 
 
@@ -214,10 +218,8 @@ async def _replay(rounds: Rounds) -> dict[str, Cost]:
     return {"replay": again}
 
 
-async def _task(rounds: Rounds) -> dict[str, Cost]:
-    ask, created = await rounds.measured(
-        "tools/call", {"name": "task_write", "arguments": {"name": "chair"}}, tasks=True
-    )
+async def _task(rounds: Rounds, tool: str, arguments: dict[str, Any], text: str) -> dict[str, Cost]:
+    ask, created = await rounds.measured("tools/call", {"name": tool, "arguments": arguments}, tasks=True)
     task_id = created["taskId"]
     waiting_get, waiting = await rounds.measured("tasks/get", {"taskId": task_id}, tasks=True)
     assert waiting["status"] == "input_required", waiting
@@ -225,21 +227,32 @@ async def _task(rounds: Rounds) -> dict[str, Cost]:
     answers = {"taskId": task_id, "inputResponses": {key: _accept(ok=True)}}
     answer, _ = await rounds.measured("tasks/update", answers, tasks=True)
     done_get, done = await rounds.measured("tasks/get", {"taskId": task_id}, tasks=True)
-    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Wrote chair.", done
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == text, done
     return {"ask": ask, "get (asked)": waiting_get, "answer": answer, "get (done)": done_get}
+
+
+async def _task_write(rounds: Rounds) -> dict[str, Cost]:
+    return await _task(rounds, "task_write", {"name": "chair"}, "Wrote chair.")
+
+
+async def _task_confirm(rounds: Rounds) -> dict[str, Cost]:
+    return await _task(rounds, "task_confirm", {}, "Went ahead.")
 
 
 def _accept(**content: Any) -> dict[str, Any]:
     return {"action": "accept", "content": content}
 
 
-# Each shape, by name: its rounds, in order, each with what it cost.
+# Each shape, by name: its rounds, in order, each with what it cost. A task's rounds: its `tools/call` with the run
+# that asks, the `tasks/get` that finds the question, the `tasks/update` with the run that ends it, the `tasks/get`
+# that finds the result.
 SHAPES = {
     "no question": _no_question,
     "write (form + effect)": _write,
     "confirm": _confirm,
     "replayed answer": _replay,
-    "task (confirm + effect)": _task,
+    "task (confirm + effect)": _task_write,
+    "task (confirm)": _task_confirm,
 }
 
 

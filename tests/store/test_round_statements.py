@@ -19,6 +19,7 @@ PINNED: dict[str, dict[str, dict[str, tuple[int, int]]]] = {
         "confirm": {"ask": (2, 1), "answer": (7, 2)},
         "replayed answer": {"replay": (4, 2)},
         "task (confirm + effect)": {"ask": (5, 2), "get (asked)": (1, 1), "answer": (9, 4), "get (done)": (1, 1)},
+        "task (confirm)": {"ask": (5, 2), "get (asked)": (1, 1), "answer": (6, 2), "get (done)": (1, 1)},
     },
     "postgresql": {
         "no question": {"call": (0, 0)},
@@ -26,6 +27,7 @@ PINNED: dict[str, dict[str, dict[str, tuple[int, int]]]] = {
         "confirm": {"ask": (2, 1), "answer": (6, 2)},
         "replayed answer": {"replay": (4, 2)},
         "task (confirm + effect)": {"ask": (6, 2), "get (asked)": (1, 1), "answer": (8, 4), "get (done)": (1, 1)},
+        "task (confirm)": {"ask": (6, 2), "get (asked)": (1, 1), "answer": (5, 2), "get (done)": (1, 1)},
     },
 }
 
@@ -42,3 +44,18 @@ async def test_each_round_runs_exactly_the_statements_and_transactions_pinned_fo
 ) -> None:
     dialect = "sqlite" if any_database.startswith("sqlite") else "postgresql"
     assert _as_pairs(await costs(any_database)) == PINNED[dialect]
+
+
+@pytest.mark.parametrize("dialect", list(PINNED))
+def test_a_task_round_costs_the_transactions_of_the_same_mrtr_round_and_two_per_effect_it_starts(
+    dialect: str,
+) -> None:
+    """The `tasks/update` and the run it starts against the MRTR call that answers the same question: the same two
+    transactions (the task's row is the round's claim; its end is written with its audit events), and for an effect,
+    two more: its claim with the task's row (a cancel either comes before it or finds the effect started) and its
+    outcome, kept before the handler goes on (an instance killed after the effect does not leave it to run again)."""
+    figures = PINNED[dialect]
+    transactions = {shape: {name: cost[1] for name, cost in rounds.items()} for shape, rounds in figures.items()}
+    assert transactions["task (confirm)"]["answer"] == transactions["confirm"]["answer"] == 2
+    assert transactions["task (confirm + effect)"]["answer"] == transactions["write (form + effect)"]["answer"] + 2
+    assert transactions["task (confirm)"]["get (done)"] == 1
