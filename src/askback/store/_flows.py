@@ -18,7 +18,7 @@ from askback.audit.emit import instance_id
 from askback.db.database import Database
 from askback.store import audit_rows as audit_query
 from askback.store._audit_log import AuditLog
-from askback.store.held import HELD_ADD, HELD_FORGET, HELD_FORGET_FLOW, HELD_PRUNE, HELD_READ
+from askback.store.held import HELD_FORGET_FLOW, HELD_PRUNE, HELD_READ, HELD_SET
 from askback.store.ledger import (
     EFFECTS,
     READ_COMPLETION,
@@ -266,9 +266,8 @@ class Flows:
                             rows[i] = {**row, "event": "replayed", "outcome": "completed"}
             if held is not None:
                 conn.execute(HELD_PRUNE, {"now": at})
-                conn.execute(HELD_FORGET, {"flow_id": held.flow_id, "round": held.round})
                 values = {"flow_id": held.flow_id, "round": held.round, "sealed": held.sealed, "expires_at": held.until}
-                conn.execute(HELD_ADD, values)
+                conn.execute(HELD_SET[conn.dialect.name], values)
             audit.write(conn)
             return completion
 
