@@ -40,7 +40,7 @@ def table(found: dict[str, dict[str, dict[str, Cost]]]) -> list[str]:
                 f"{found[db][shape][name].statements:>15} / {found[db][shape][name].transactions:<4}"
                 for db in databases
             )
-            lines.append(f"{shape:<26}{name:<14}{cells}")
+            lines.append(f"{shape:<26}{name:<14}{cells}".rstrip())
     return lines
 
 

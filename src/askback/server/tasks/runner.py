@@ -15,7 +15,8 @@ no release clears); a cancel takes the same lock and ends the task only while it
 (`rows.cancelled`). So a cancel either comes first (the run stops at its next effect, which never starts) or finds an
 effect started (the task runs on and ends with its result): no effect of a `cancelled` task ever started. While the handler runs, the instance renews the task's lease every third of
 `ASKBACK_TASK_LEASE`; a renewal that finds the task no longer its own stops the run, and a run's end is written only
-while the task is still `working` under this lease.
+while the task is still `working` under this lease (one conditional write), with its audit events in the same
+transaction (`rows.settle_run`). A run starts from the row as the request that started it has just written it.
 
 A task still waiting for answers once its flow deadline has passed (`overdue`, measured as `admit` measures it) ends
 with the "Expired" result, without its handler running again, when the next `tasks/update` or `tasks/get` finds it
