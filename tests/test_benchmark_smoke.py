@@ -21,6 +21,7 @@ RUNTIME = ROOT / "benchmarks" / "bench_runtime.py"
 PENDING = ROOT / "benchmarks" / "bench_pending.py"
 TASKS = ROOT / "benchmarks" / "bench_tasks.py"
 APPROVALS = ROOT / "benchmarks" / "bench_approvals.py"
+STATEMENTS = ROOT / "benchmarks" / "bench_statements.py"
 SCALEOUT_CONFIGS = (
     "(a) askback-sqlite-1",
     "(b) askback-pg-1",
@@ -105,3 +106,10 @@ def test_approvals_benchmark_runs_quick_and_reports_a_gated_flow_against_a_confi
     for page in ("request page GET ", "decision POST "):
         assert any(line.startswith(page) and "p50" in line for line in lines), output
     assert any(line.startswith("requests in the store: ") and "consumed" in line for line in lines), output
+
+
+def test_statements_benchmark_runs_quick_and_prints_a_count_for_every_round_of_every_shape() -> None:
+    lines, output = quick(STATEMENTS)
+    assert lines[0].startswith("shape") and "sqlite stmts/tx" in lines[0], output
+    for shape in ("no question", "write (form + effect)", "confirm", "replayed answer", "task (confirm + effect)"):
+        assert any(line.startswith(shape) and re.search(r"\d+ / \d+", line) for line in lines), output

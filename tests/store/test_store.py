@@ -116,7 +116,7 @@ async def test_open_creates_the_sqlite_file_and_migrates_it_to_head(tmp_path: Pa
     store = await Store.open(db_url)
     try:
         assert (tmp_path / "askback.db").exists()
-        assert await store.current_revision() == Store.head_revision() == "0009"
+        assert await store.current_revision() == Store.head_revision() == "0010"
         await store.database.ping()
     finally:
         await store.close()

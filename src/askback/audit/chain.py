@@ -61,6 +61,9 @@ _V1_FIELDS = (
 # Every content column a row's hash covers: what the verifier must be given of each row.
 CONTENT_FIELDS = (*_V1_FIELDS, "scopes")
 _AFTER_AT = (*_V1_FIELDS[1:], "chain", "seq", "prev")
+# Built once: `json.dumps` with options builds an encoder per call, which costs as much as the encoding of a row.
+# default=repr: a value edited by hand into something JSON has no type for still hashes (and mismatches).
+_CANONICAL = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=repr)
 
 
 def canonical(row: Mapping[str, Any]) -> bytes:
@@ -75,8 +78,7 @@ def canonical(row: Mapping[str, Any]) -> bytes:
     fields = [row[name] for name in _AFTER_AT]
     scopes = row.get("scopes")
     values = [_ENCODING, at, *fields] if scopes is None else [_ENCODING_SCOPED, at, *fields, scopes]
-    # default=repr: a value edited by hand into something JSON has no type for still hashes (and mismatches).
-    return json.dumps(values, ensure_ascii=True, separators=(",", ":"), default=repr).encode("ascii")
+    return _CANONICAL.encode(values).encode("ascii")
 
 
 def row_hash(row: Mapping[str, Any]) -> str:

@@ -141,7 +141,7 @@ class Abandoned(BaseException):
 class TaskRun:
     """How one run of a task's handler went: the plan's outcome (`Reply`: the result, or the questions with
     `next_state`; `Raise`: the handler's or askback's error) and the audit events of its notes, for the task's
-    driver to write once it has kept the outcome in the task's row."""
+    driver to write with the outcome it keeps in the task's row."""
 
     outcome: plan.RoundEnd
     events: tuple[AuditEvent, ...]
@@ -161,7 +161,7 @@ async def run_task_round(
     """One run of a task's handler through the same plan as an MRTR round (`RoundRequest.task`): the same
     validation and re-asking, results, limits and audit notes. The flow state and answers come from the task's row;
     each effect is claimed through `claim_effect` (which raises `Abandoned` once the task is no longer the run's).
-    Nothing is written here: the task's driver keeps the outcome in the row, then writes `events`."""
+    Nothing is written here: the task's driver keeps the outcome in the row, with `events`."""
     io = _RoundIO(config, handler, arguments, caller, capabilities=capabilities, claim_effect=claim_effect)
     request = plan.RoundRequest(sealed=True, state=state, responses=responses, now=io.now, task=True)
     outcome = await io.drive(request)
@@ -216,9 +216,12 @@ class _RoundIO:
         self.accounts = None if config.accounts is None else config.accounts(principal)
         self.approvals = None if config.approvals is None else config.approvals(caller)
         self._events: dict[int, tuple[plan.Note, AuditEvent]] = {}
+        self.held = False
 
     async def drive(self, request: plan.RoundRequest) -> plan.RoundEnd:
         """Perform the plan's steps until it returns its outcome."""
+        # Only a flow whose state says its answers wait on the server can have any there to forget when it completes.
+        self.held = request.state is not None and request.state.held
         steps = plan.round_plan(request, self.config.policy)
         try:
             step = next(steps)
@@ -397,6 +400,7 @@ class _RoundIO:
             round=step.round,
             round_outcome=step.round_outcome,
             held=held,
+            forget_held=self.held or hold is not None,
         )
         try:
             return await (await self.config.store()).flows.finish_flow(record)

@@ -13,9 +13,30 @@ from askback.audit.emit import chain_id
 from askback.db.database import Database
 from askback.store import audit_rows as audit_query
 
-__all__ = ["AuditLog"]
+__all__ = ["AuditLog", "PendingAudit"]
 
 logger = logging.getLogger("askback")
+
+
+class PendingAudit:
+    """Audit rows to append inside another transaction (`write`, from within it), and `committed` once that
+    transaction has: the writes of a round's or a task's end carry its events with them."""
+
+    def __init__(self, log: AuditLog, events: Sequence[AuditEvent]) -> None:
+        self.log = log
+        self.events = tuple(events)
+        self.rows = audit_query.to_rows(events)
+        self.chain = log.chain
+        self._heads: list[tuple[int, str]] = []
+
+    def write(self, conn: Any) -> None:
+        """Append the rows in `conn`'s transaction (again from scratch when the transaction is run again)."""
+        self._heads.clear()
+        if self.rows:
+            self._heads.append(self.log.append_rows(conn, self.rows, self.chain))
+
+    def committed(self) -> None:
+        self.log.appended(self.chain, self._heads)
 
 
 class AuditLog:
@@ -37,12 +58,13 @@ class AuditLog:
         """Write several events in one transaction (one round's events are written together)."""
         if not events:
             return
-        rows = audit_query.to_rows(events)
-        chain = self.chain
-        head = await self.database.transaction(
-            lambda conn: self.append_rows(conn, rows, chain), doing=f"write {len(rows)} audit event(s)"
-        )
-        self.appended(chain, [head])
+        pending = self.pending(events)
+        await self.database.transaction(pending.write, doing=f"write {len(pending.rows)} audit event(s)")
+        pending.committed()
+
+    def pending(self, events: Sequence[AuditEvent]) -> PendingAudit:
+        """`events` as rows to append inside another transaction (`PendingAudit`)."""
+        return PendingAudit(self, events)
 
     def append_rows(self, conn: Any, rows: list[dict[str, Any]], chain: str) -> tuple[int, str]:
         """Link `rows` onto `chain` and insert them, moving the chain's head, inside the caller's transaction; the

@@ -18,7 +18,7 @@ from askback.audit.emit import instance_id
 from askback.db.database import Database
 from askback.store import audit_rows as audit_query
 from askback.store._audit_log import AuditLog
-from askback.store.held import HELD_ADD, HELD_FORGET, HELD_FORGET_FLOW, HELD_PRUNE, HELD_READ
+from askback.store.held import HELD_FORGET_FLOW, HELD_PRUNE, HELD_READ, HELD_SET
 from askback.store.ledger import (
     EFFECTS,
     READ_COMPLETION,
@@ -60,7 +60,8 @@ class RoundRecord:
     round's claim, recorded done now. `result`: the flow's result (first writer wins; `None` when the flow did not
     complete), recorded under `tool` and `principal`. `round`: the round this caller claimed, ended as done (with
     the result, or else `round_outcome`) or released when it has neither, so that another copy may run it. `held`:
-    the answers to keep on the server. `events`: the round's audit events. `at`: when."""
+    the answers to keep on the server; `forget_held`: whether the flow may hold answers on the server, deleted when it
+    completes (a round knows when its flow never held any). `events`: the round's audit events. `at`: when."""
 
     flow_id: str | None
     at: float
@@ -73,6 +74,7 @@ class RoundRecord:
     round: int | None = None
     round_outcome: Any = None
     held: HeldAnswers | None = None
+    forget_held: bool = True
 
 
 class Flows:
@@ -155,18 +157,19 @@ class Flows:
         ends the round through `finish_flow` (a `RoundRecord` with its `round`), or releases it there on failure."""
 
         def claim(conn: Connection) -> RoundClaim | None:
-            found = ROUNDS.try_claim(conn, flow_id, round_, instance=instance, at=at, lease=lease)
+            found = ROUNDS.contend(conn, flow_id, round_, instance=instance, at=at, lease=lease)
             if found is None:
                 return None
-            if found.status == "won":
-                # A flow that completed before rounds were recorded (or whose rows were cleaned up) is still done.
-                completed = conn.execute(READ_COMPLETION, {"flow_id": flow_id}).scalar()
+            if isinstance(found, EffectClaim):  # won
+                # One read for both: the flow's effects, and its result when it completed before rounds were recorded
+                # (or their rows were cleaned up): such a flow is still done.
+                completed, effects = flow_effects(conn, flow_id)
                 if completed is not None:
                     params = {"b_flow_id": flow_id, "b_key": round_, "b_outcome": ROUND_COMPLETED, "b_at": at}
                     conn.execute(ROUNDS.finish, params)
                     return RoundClaim("completed", json.loads(completed))
-                return RoundClaim("won", effects=flow_effects(conn, flow_id))
-            return round_claim(conn, flow_id, found)
+                return RoundClaim("won", effects=effects)
+            return round_claim(found)
 
         return await self._retrying_claim(claim, f"claim round {round_} of a flow", busy=RoundClaim("running"))
 
@@ -175,8 +178,8 @@ class Flows:
         or `None` when nobody holds it (its attempt failed and released it)."""
 
         def read(conn: Connection) -> RoundClaim | None:
-            found = ROUNDS.look(conn, flow_id, round_)
-            return None if found is None else round_claim(conn, flow_id, found)
+            found = conn.execute(ROUNDS.read, {"flow_id": flow_id, "key": round_}).first()
+            return None if found is None else round_claim(found)
 
         return await self.database.transaction(read, doing=f"read round {round_} of a flow")
 
@@ -227,13 +230,11 @@ class Flows:
             answered: str | None = ROUND_COMPLETED
         else:
             answered = None if round_outcome is None else to_json(round_outcome, what="the outcome of the round")
-        rows = audit_query.to_rows(record.events)
-        chain = self.audit_log.chain
-        appended: list[tuple[int, str]] = []
+        audit = self.audit_log.pending(record.events)
+        rows = audit.rows
 
         def write(conn: Connection) -> Completion | None:
             completion: Completion | None = None
-            appended.clear()
             for name, outcome in finished:
                 params = {"b_flow_id": flow_id, "b_key": name, "b_outcome": outcome, "b_at": at}
                 conn.execute(EFFECTS.finish, params)
@@ -255,7 +256,8 @@ class Flows:
                 }
                 if conn.execute(RECORD_FLOW[conn.dialect.name], values).rowcount == 1:
                     completion = Completion(json.loads(stored), first=True)
-                    conn.execute(HELD_FORGET_FLOW, {"flow_id": flow_id})
+                    if record.forget_held:
+                        conn.execute(HELD_FORGET_FLOW, {"flow_id": flow_id})
                 else:
                     existing: str = conn.execute(READ_COMPLETION, {"flow_id": flow_id}).scalar_one()
                     completion = Completion(json.loads(existing), first=False)
@@ -264,15 +266,13 @@ class Flows:
                             rows[i] = {**row, "event": "replayed", "outcome": "completed"}
             if held is not None:
                 conn.execute(HELD_PRUNE, {"now": at})
-                conn.execute(HELD_FORGET, {"flow_id": held.flow_id, "round": held.round})
                 values = {"flow_id": held.flow_id, "round": held.round, "sealed": held.sealed, "expires_at": held.until}
-                conn.execute(HELD_ADD, values)
-            if rows:
-                appended.append(self.audit_log.append_rows(conn, rows, chain))
+                conn.execute(HELD_SET[conn.dialect.name], values)
+            audit.write(conn)
             return completion
 
         completion = await self.database.transaction(write, doing="record the end of the round")
-        self.audit_log.appended(chain, appended)
+        audit.committed()
         if finished or ran or round_ is not None:
             self._settled()
         return completion

@@ -23,7 +23,7 @@ from askback.store.models import VERSION_TABLE
 __all__ = ["MIGRATIONS", "Store"]
 
 # The server kit's schema history.
-MIGRATIONS = migrate.Component("server", Path(__file__).parent / "migrations", VERSION_TABLE, head="0009")
+MIGRATIONS = migrate.Component("server", Path(__file__).parent / "migrations", VERSION_TABLE, head="0010")
 
 _T = TypeVar("_T")
 

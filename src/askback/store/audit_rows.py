@@ -58,16 +58,22 @@ CHAINED_ROWS = (
 UNCHAINED_ROWS = select(_AUDIT.c.id, _AUDIT.c.chain).where(_AUDIT.c.chain.is_(None)).order_by(_AUDIT.c.id)
 
 
+# Built once (`json.dumps` with options builds an encoder per call); the same text as `json.dumps(value,
+# sort_keys=True, ensure_ascii=...)`.
+_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+_JSON_ASCII = json.JSONEncoder(sort_keys=True, ensure_ascii=True)
+
+
 def to_json(value: Any, *, what: str) -> str:
     """JSON for a text column: sorted keys, and lone surrogates (which UTF-8 cannot carry) escaped."""
     try:
-        dumped = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        dumped = _JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
     if storable(dumped) != dumped:
         # A lone surrogate cannot be encoded as UTF-8 (JSON escapes NUL already); the escaped form reads back the
         # same value.
-        return json.dumps(value, sort_keys=True, ensure_ascii=True)
+        return _JSON_ASCII.encode(value)
     return dumped
 
 

@@ -90,7 +90,8 @@ class AuditRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     at: Mapped[float] = mapped_column(Float, index=True)
     event: Mapped[str] = mapped_column(String(32))
-    tool: Mapped[str | None] = mapped_column(String(255), index=True)
+    # Not indexed: a tool's rows are found newest first through `at` (migration 0010).
+    tool: Mapped[str | None] = mapped_column(String(255))
     flow_id: Mapped[str | None] = mapped_column(String(128), index=True)
     principal: Mapped[str | None] = mapped_column(String(255), index=True)
     round: Mapped[int | None] = mapped_column(Integer)

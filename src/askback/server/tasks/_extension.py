@@ -32,6 +32,7 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, ClientCapabilities,
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, TypeAdapter, ValidationError
 
+from askback.audit import AuditEvent
 from askback.core.caller import Caller, missing_scopes
 from askback.core.state import FlowState
 from askback.errors import AskbackError, InsufficientScopeError, InvalidParamsError, LimitReachedError
@@ -42,7 +43,7 @@ from askback.server.tasks._approval_waits import ApprovalWaits
 from askback.server.tasks._first import began_first, first_round
 from askback.server.tasks._host import TaskHost
 from askback.server.tasks.rows import TaskRecord, change, insert_task, prune, read_task
-from askback.server.tasks.runner import TaskRunner, cancel, lapse, task_config
+from askback.server.tasks.runner import RunEnd, TaskRunner, cancel, lapse, task_config
 from askback.server.tasks.status import TERMINAL, TaskStatus
 from askback.store import Store
 
@@ -312,7 +313,7 @@ class TasksExtension(Extension):
         )
         if not await insert_task(store, record, most=settings.tasks_per_principal):
             raise _too_many(settings.tasks_per_principal)
-        self.runner.start(record.task_id)
+        self.runner.start(record.task_id, record)
         return {"resultType": "task", **task_view(record)}
 
     async def _prune(self, store: Store, now: float) -> None:
@@ -352,11 +353,10 @@ class TasksExtension(Extension):
         if ended is None:
             return record
         store = await self.app.store()
-        before, after = await change(store, record.task_id, lambda r: lapse(r, ended, now=now), now=now)
-        if after is None:
-            return before or record
-        await self.runner.audit(after, ended, now)
-        return after
+        before, after = await change(
+            store, record.task_id, lambda r: lapse(r, ended, now=now), now=now, audit=self.runner.audit(ended, now)
+        )
+        return before or record if after is None else after
 
     async def _take_over(self, record: TaskRecord, now: float) -> TaskRecord:
         """Take the lease of a working task whose instance stopped renewing it, and rerun its handler here."""
@@ -370,23 +370,27 @@ class TasksExtension(Extension):
 
         before, after = await change(store, record.task_id, take, now=now)
         if after is not None:
-            self.runner.start(record.task_id)
+            self.runner.start(record.task_id, after)
             return after
         return before or record
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: TaskUpdateParams) -> HandlerResult:
-        record = await self._mine(params.task_id)
-        if record.status != TaskStatus.INPUT_REQUIRED or not params.input_responses:
+        if not params.input_responses:
+            await self._mine(params.task_id)
             return {}
         store = await self.app.store()
         now = self.app.clock.now()
         owner, lease = self.runner.owner, self.app.settings.task_lease
-        given = _answers(params.input_responses, record.outstanding)
-        late = self.runner.past_deadline(record, now)
+        principal = _principal()
+        late: RunEnd | None = None
 
+        # The task is read once, locked: whose it is, whether it waits, and what it becomes.
         def answer(r: TaskRecord) -> TaskRecord | None:
-            if r.status != TaskStatus.INPUT_REQUIRED:
+            nonlocal late
+            if r.principal != principal or r.status != TaskStatus.INPUT_REQUIRED:
                 return None
+            given = _answers(params.input_responses or {}, r.outstanding)
+            late = self.runner.past_deadline(r, now)
             if late is not None:
                 return lapse(r, late, now=now)
             taken = {wire: entry for wire, entry in r.outstanding.items() if wire in given}
@@ -406,12 +410,18 @@ class TasksExtension(Extension):
                 lease_until=now + lease,
             )
 
-        _, after = await change(store, record.task_id, answer, now=now)
-        if after is not None and late is not None:
-            await self.runner.audit(after, late, now)
-        elif after is not None and after.status == TaskStatus.WORKING:
-            self.runner.start(record.task_id)
-        elif after is not None and self.runner.on_waiting is not None:
+        def audited(after: TaskRecord) -> list[AuditEvent]:
+            # Answers too late end the task as its deadline does, audited with the change.
+            return [] if late is None else self.runner.audit(late, now)(after)
+
+        before, after = await change(store, params.task_id, answer, now=now, audit=audited)
+        if before is None or before.principal != principal:
+            raise _unknown()
+        if after is None or late is not None:
+            return {}
+        if after.status == TaskStatus.WORKING:
+            self.runner.start(after.task_id, after)
+        elif self.runner.on_waiting is not None:
             # Left waiting only for links, perhaps of accounts that connected while it waited for this answer too.
             await self.runner.on_waiting(store, after)
         return {}

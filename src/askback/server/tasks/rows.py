@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 
+from askback.audit import AuditEvent
+from askback.audit.emit import emit_all
 from askback.core.caller import Caller, split_principal, split_scopes
 from askback.core.state import FlowState
 from askback.errors import StoreUnavailableError
@@ -30,6 +32,7 @@ __all__ = [
     "insert_task",
     "prune",
     "read_task",
+    "settle_run",
     "task_caller",
     "waiting_of",
 ]
@@ -75,13 +78,26 @@ _AWAITING = (
 )
 _READ_LOCKED = _READ.with_for_update()
 _PRUNE = delete(_TASKS).where(_t.expires_at < bindparam("b_now"))
-_STARTED = update(_TASKS).where(_t.task_id == bindparam("b_task_id")).values(effect_started_at=bindparam("b_at"))
+# A task still `working` under this run's lease, not expired, marked as having started an effect (the first mark
+# stays): one statement that checks the row, locks it and marks it.
+_START_EFFECT = (
+    update(_TASKS)
+    .where(
+        _t.task_id == bindparam("b_task_id"),
+        _t.status == str(TaskStatus.WORKING),
+        _t.lease_owner == bindparam("b_owner"),
+        _t.expires_at >= bindparam("b_at"),
+    )
+    .values(effect_started_at=func.coalesce(_t.effect_started_at, bindparam("b_at")))
+)
 _MUTABLE = ("status", "status_message", "updated_at", "flow", "outstanding", "responses", "result", "error")
 _WRITE = (
     update(_TASKS)
     .where(_t.task_id == bindparam("b_task_id"))
     .values({name: bindparam(f"b_{name}") for name in (*_MUTABLE, "lease_owner", "lease_until")})
 )
+# The end of a run, written only while the task is still `working` under that run's lease.
+_SETTLE = _WRITE.where(_t.status == str(TaskStatus.WORKING), _t.lease_owner == bindparam("b_owner"))
 
 
 @dataclass(frozen=True)
@@ -293,35 +309,50 @@ async def prune(store: Store, *, now: float) -> None:
 
 
 async def change(
-    store: Store, task_id: str, decide: Callable[[TaskRecord], TaskRecord | None], *, now: float
+    store: Store,
+    task_id: str,
+    decide: Callable[[TaskRecord], TaskRecord | None],
+    *,
+    now: float,
+    audit: Callable[[TaskRecord], Sequence[AuditEvent]] | None = None,
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
-    """In one transaction: read the task, let `decide` say what it becomes (`None`: nothing changes) and write that.
-    Returns (the task as it was read, the task as written or `None`); an expired task reads as `None`."""
-    return await _change(store, task_id, lambda _conn, record: decide(record), now=now)
+    """In one transaction: read the task, let `decide` say what it becomes (`None`: nothing changes) and write that,
+    with `audit(the task as written)`'s events when it changed (logged once committed). Returns (the task as it was
+    read, the task as written or `None`); an expired task reads as `None`."""
+    # Once committed: the audit rows' heads to keep, and the events to log.
+    written: list[tuple[Callable[[], None], Sequence[AuditEvent]]] = []
 
-
-async def cancel(store: Store, task_id: str, *, now: float) -> tuple[TaskRecord | None, TaskRecord | None]:
-    """The row change of a cancel (`cancelled`), under the lock `claim_effect` takes to mark the task's first effect
-    started: (the task as it was read, the task cancelled or `None`)."""
-    return await change(store, task_id, lambda record: cancelled(record, now), now=now)
-
-
-async def _change(
-    store: Store, task_id: str, decide: Callable[[Any, TaskRecord], TaskRecord | None], *, now: float
-) -> tuple[TaskRecord | None, TaskRecord | None]:
     def run(conn: Any) -> tuple[TaskRecord | None, TaskRecord | None]:
+        written.clear()
         before = _locked(conn, task_id, now)
         if before is None:
             return None, None
-        after = decide(conn, before)
+        after = decide(before)
         if after is None or after == before:
             return before, None
         values = _row(after)
         params = {"b_task_id": task_id} | {f"b_{k}": values[k] for k in (*_MUTABLE, "lease_owner", "lease_until")}
         conn.execute(_WRITE, params)
+        if audit is not None:
+            pending = store.audit_log.pending(audit(after))
+            pending.write(conn)
+            written.append((pending.committed, pending.events))
         return before, after
 
-    return await store.database.transaction(run, doing="change a task", immediate=True)
+    changed = await store.database.transaction(run, doing="change a task", immediate=True)
+    for committed, events in written:
+        committed()
+        emit_all(events)
+    return changed
+
+
+async def cancel(
+    store: Store, task_id: str, *, now: float, audit: Callable[[TaskRecord], Sequence[AuditEvent]] | None = None
+) -> tuple[TaskRecord | None, TaskRecord | None]:
+    """The row change of a cancel (`cancelled`), under the lock `claim_effect` takes to mark the task's first effect
+    started, with `audit`'s events as `change` writes them: (the task as it was read, the task cancelled or
+    `None`)."""
+    return await change(store, task_id, lambda record: cancelled(record, now), now=now, audit=audit)
 
 
 async def claim_effect(
@@ -329,19 +360,15 @@ async def claim_effect(
 ) -> EffectClaim | None:
     """Claim effect `name` of the task's flow (as `Store.claim_effect` does) in one transaction with the task's row,
     only while the task is still `working` under `owner`'s lease: `None` when it is not (cancelled, ended, or taken
-    over), and then nothing is claimed. The first claim won marks the row (`effect_started_at`), and a release never
-    clears the mark. A cancel takes the same lock, so it either comes first and the effect never starts, or finds the
-    mark."""
+    over), and then nothing is claimed. The claim marks the row first (`effect_started_at`, the first mark kept), in
+    the statement that checks it and locks it, and a release never clears the mark. A cancel takes the same lock, so
+    it either comes first and the effect never starts, or finds the mark."""
 
     def run(conn: Any) -> EffectClaim | bool | None:
-        record = _locked(conn, task_id, at)
-        if record is None or record.status != TaskStatus.WORKING or record.lease_owner != owner:
+        # Marked before the claim is tried: a claim that finds the effect done or running finds it started, too.
+        if conn.execute(_START_EFFECT, {"b_task_id": task_id, "b_owner": owner, "b_at": at}).rowcount != 1:
             return False
-        claim = EFFECTS.try_claim(conn, flow_id, name, instance=owner, at=at, lease=lease)
-        if claim is not None and claim.status == "won" and record.effect_started_at is None:
-            # The effect starts now: a later cancel is refused, even when it raises and its claim is released.
-            conn.execute(_STARTED, {"b_task_id": task_id, "b_at": at})
-        return claim
+        return EFFECTS.try_claim(conn, flow_id, name, instance=owner, at=at, lease=lease)
 
     for _ in range(_RACE_ATTEMPTS):
         found = await store.database.transaction(run, doing=f"claim the effect {name!r} of a task", immediate=True)
@@ -351,6 +378,28 @@ async def claim_effect(
             return found
     # Each time the claim collided with another attempt that released it before it could be read: it is busy.
     return EffectClaim("running")
+
+
+async def settle_run(store: Store, after: TaskRecord, *, owner: str, events: Sequence[AuditEvent]) -> bool:
+    """Write `after`, the end of a run under `owner`'s lease (`runner.settle` made it from the row the run started
+    from, which nothing but that run changes while it works), with the run's audit `events`, in one transaction: only
+    while the task is still `working` under that lease. Whether it was written (not when cancelled meanwhile, or taken
+    over)."""
+    values = _row(after)
+    params = {"b_task_id": after.task_id, "b_owner": owner}
+    params |= {f"b_{k}": values[k] for k in (*_MUTABLE, "lease_owner", "lease_until")}
+    audit = store.audit_log.pending(events)
+
+    def run(conn: Any) -> bool:
+        if conn.execute(_SETTLE, params).rowcount != 1:
+            return False
+        audit.write(conn)
+        return True
+
+    written: bool = await store.database.transaction(run, doing="record the end of a task's run")
+    if written:
+        audit.committed()
+    return written
 
 
 def _locked(conn: Any, task_id: str, now: float) -> TaskRecord | None:

@@ -15,7 +15,8 @@ no release clears); a cancel takes the same lock and ends the task only while it
 (`rows.cancelled`). So a cancel either comes first (the run stops at its next effect, which never starts) or finds an
 effect started (the task runs on and ends with its result): no effect of a `cancelled` task ever started. While the handler runs, the instance renews the task's lease every third of
 `ASKBACK_TASK_LEASE`; a renewal that finds the task no longer its own stops the run, and a run's end is written only
-while the task is still `working` under this lease.
+while the task is still `working` under this lease (one conditional write), with its audit events in the same
+transaction (`rows.settle_run`). A run starts from the row as the request that started it has just written it.
 
 A task still waiting for answers once its flow deadline has passed (`overdue`, measured as `admit` measures it) ends
 with the "Expired" result, without its handler running again, when the next `tasks/update` or `tasks/get` finds it
@@ -242,14 +243,12 @@ async def cancel(
 ) -> tuple[TaskRecord | None, TaskRecord | None]:
     """The one cancel of `tasks/cancel` and `askback tasks cancel`: the row change `cancelled` makes (none once the
     task has started an effect) and, when it ended the task, the audit trail's `completed` event for it (outcome
-    `cancelled`). The task before and after the change (after is `None` when the task had ended already, had
-    started an effect, or is unknown)."""
-    before, after = await rows.cancel(store, task_id, now=now)
-    if after is not None:
-        events = audit_events(after, RunEnd(reason="cancelled"), at=now, instance=instance)
-        emit_all(events)
-        await store.audit_log.add_many(events)
-    return before, after
+    `cancelled`), written with it. The task before and after the change (after is `None` when the task had ended
+    already, had started an effect, or is unknown)."""
+    ended = RunEnd(reason="cancelled")
+    return await rows.cancel(
+        store, task_id, now=now, audit=lambda after: audit_events(after, ended, at=now, instance=instance)
+    )
 
 
 class Resumed(Protocol):
@@ -314,16 +313,17 @@ class TaskRunner:
         if after is None:
             return False
         logger.info("askback: task %s... goes on: %s", task_id[:6], why)
-        self.start(task_id)
+        self.start(task_id, after)
         return True
 
-    def start(self, task_id: str) -> None:
+    def start(self, task_id: str, record: TaskRecord | None = None) -> None:
         """Run the task in the background here (this instance holds its lease); when it already runs here, run it
-        once more after that run ends (which has written its end by then, or is about to)."""
+        once more after that run ends (which has written its end by then, or is about to). `record`: the task as the
+        caller has just written it (it need not be read again); otherwise the run reads it."""
         if task_id in self._running:
             self._again.add(task_id)
             return
-        task = asyncio.get_running_loop().create_task(self._drive(task_id))
+        task = asyncio.get_running_loop().create_task(self._drive(task_id, record))
         self._running[task_id] = task
 
         def done(_: object) -> None:
@@ -331,6 +331,12 @@ class TaskRunner:
             self._again.discard(task_id)
 
         task.add_done_callback(done)
+
+    async def idle(self, task_id: str) -> None:
+        """Wait until this instance no longer runs the task (at once when it does not), its end written: for a caller
+        that must see what the run did without polling the store (a benchmark, a test)."""
+        while (task := self._running.get(task_id)) is not None:
+            await asyncio.wait({task})
 
     def stop(self, task_id: str) -> None:
         """Stop the task's run here, if there is one (after a cancel)."""
@@ -356,26 +362,25 @@ class TaskRunner:
             return None
         return RunEnd(result=wire_result(rounds.end_result(record.tool, end.text)), reason=end.reason)
 
-    async def audit(self, record: TaskRecord, ended: RunEnd, now: float) -> None:
-        """Record in the audit trail the end `ended` gave the task, now `record`, without its handler running."""
-        await self._write_audit(audit_events(record, ended, at=now, instance=self.owner))
+    def audit(self, ended: RunEnd, now: float) -> Callable[[TaskRecord], list[AuditEvent]]:
+        """What the audit trail records of the end `ended` gives a task without its handler running, for `change` to
+        write with the task's new row."""
+        return lambda record: audit_events(record, ended, at=now, instance=self.owner)
 
-    async def _write_audit(self, events: list[AuditEvent]) -> None:
-        emit_all(events)
-        await (await self.config.round.store()).audit_log.add_many(events)
-
-    async def _drive(self, task_id: str) -> None:
+    async def _drive(self, task_id: str, record: TaskRecord | None) -> None:
         again = True
         while again:
             self._again.discard(task_id)
-            await self._drive_once(task_id)
+            await self._drive_once(task_id, record)
+            record = None  # run again: the row as it is now
             again = task_id in self._again
 
-    async def _drive_once(self, task_id: str) -> None:
+    async def _drive_once(self, task_id: str, record: TaskRecord | None) -> None:
         rounds = self.config.round
         try:
             store = await rounds.store()
-            record = await read_task(store, task_id, now=rounds.clock.now())
+            if record is None:
+                record = await read_task(store, task_id, now=rounds.clock.now())
             if record is None or record.status != TaskStatus.WORKING or record.lease_owner != self.owner:
                 return
             # Read before the handler reads anything: what happens from here on is after this id in the log.
@@ -395,10 +400,13 @@ class TaskRunner:
             if awaiting is not None and self.approval_waits is not None:
                 waiting = await self.approval_waits.message(record, awaiting.values())
                 ended = dataclasses.replace(ended, awaiting=awaiting, waiting=waiting)
-            now = rounds.clock.now()
-            _, after = await change(store, task_id, lambda r: settle(r, ended, owner=self.owner, now=now), now=now)
+            # Settled from the row the run started from: nothing but this run changes a task while it works under
+            # this lease, and the write checks that it still does.
+            after = settle(record, ended, owner=self.owner, now=rounds.clock.now())
+            if after is not None and not await rows.settle_run(store, after, owner=self.owner, events=run.events):
+                after = None
             if after is not None:
-                await self._write_audit(list(run.events))
+                emit_all(run.events)
             if after is not None and after.status == TaskStatus.INPUT_REQUIRED and self.on_waiting is not None:
                 # What happened while the handler ran (an account connected) was not this task's to see then.
                 await self.on_waiting(store, after)
