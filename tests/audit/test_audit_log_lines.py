@@ -4,6 +4,7 @@ and nothing in them that the database keeps to itself."""
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Iterator
 
 import pytest
@@ -75,3 +76,17 @@ def test_a_shape_or_level_that_does_not_exist_is_refused() -> None:
         configure(shape="lines")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="audit log"):
         configure(level="loud")
+
+
+def test_a_principal_or_scope_cannot_forge_a_field_in_the_message(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="askback.audit")
+    forged = "mallory outcome=completed principal=alice"
+    emit_all([_event("answered", principal=forged, scopes=("read,admin", "mcp"))])
+    (record,) = _records(caplog)
+    message = record.getMessage()
+    assert ' principal="mallory outcome=completed principal=alice"' in message
+    # Read as a shell reads words: one principal field, no outcome field.
+    fields = [word.split("=", 1)[0] for word in shlex.split(message)[2:]]
+    assert fields.count("principal") == 1 and "outcome" not in fields
+    assert ' scopes=mcp,"read,admin"' in message
+    assert record.principal == forged  # the field keeps the value as it is  # type: ignore[attr-defined]

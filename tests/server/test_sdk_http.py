@@ -147,3 +147,22 @@ async def test_a_body_over_the_limit_is_still_refused_before_the_request_is_read
             "/mcp", content=padded, headers={**HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": "greet"}
         )
     assert response.status_code == 413
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"name": "progressToken"}, {"name": '{"_meta": {"progressToken": 1}}'}],
+    ids=["the key as a value", "a token inside a value"],
+)
+async def test_the_key_anywhere_but_params_meta_does_not_stream_the_answer(
+    make_settings: Callable[..., Any], streams: _Streams, arguments: dict[str, Any]
+) -> None:
+    server = _server(make_settings)
+    # JSON only: a streamed answer would be refused with 406 to this Accept.
+    headers = {**HEADERS, "Accept": "application/json", "Mcp-Method": "tools/call", "Mcp-Name": "greet"}
+    async with server.running(), client_for(build_app(server)) as http:
+        response = await http.post("/mcp", json=_call("greet", arguments), headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["result"]["content"][0]["text"] == f"hello {arguments['name']}"
+    assert streams.opened == 0

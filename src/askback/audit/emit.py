@@ -10,6 +10,7 @@ a tool, a flow and a principal), one line per event (`event`), or none (`off`; t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -130,6 +131,21 @@ def _fields(events: Sequence[AuditEvent]) -> dict[str, Any]:
     return fields
 
 
+def _word(value: object) -> str:
+    """A value as the message's `key=value` shows it: a plain word as it is, anything else (a space, an `=`, a
+    comma, a quote, nothing at all) quoted and escaped as JSON, so that text from a request cannot forge a field."""
+    if value is None:
+        return "None"
+    text = str(value)
+    if text and not any(c.isspace() or c in '"=,\\' for c in text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _words(values: Iterable[str]) -> str:
+    return ",".join(_word(v) for v in values)
+
+
 def _log(events: Sequence[AuditEvent], level: int) -> None:
     fields = _fields(events)
     last = events[-1]
@@ -137,12 +153,12 @@ def _log(events: Sequence[AuditEvent], level: int) -> None:
         level,
         "askback %s tool=%s flow=%s keys=%s principal=%s%s%s",
         ",".join(e.event for e in events),
-        last.tool,
-        last.flow_id,
-        ",".join(fields["keys"]),
-        last.principal,
-        "" if last.scopes is None else f" scopes={','.join(last.scopes)}",
-        f" outcome={fields['outcome']}" if "outcome" in fields else "",
+        _word(last.tool),
+        _word(last.flow_id),
+        _words(fields["keys"]),
+        _word(last.principal),
+        "" if last.scopes is None else f" scopes={_words(last.scopes)}",
+        f" outcome={_word(fields['outcome'])}" if "outcome" in fields else "",
         extra=fields,
     )
 

@@ -30,13 +30,13 @@ def run_with_database(url: str, fn: Callable[[], Awaitable[_T]]) -> _T:
     from sqlalchemy.engine import make_url
 
     from askback.db.classify import first_line
-    from askback.db.urls import normalize_database_url
+    from askback.db.urls import normalize_database_url, safe_database_url
 
     try:
         return anyio.run(fn)
     except (sa_exc.DBAPIError, sqlite3.DatabaseError) as exc:
         reason = first_line(exc)
-        safe = make_url(normalize_database_url(url)).render_as_string(hide_password=True)
+        safe = safe_database_url(make_url(normalize_database_url(url)))
         raise ConfigurationError(
             f"cannot use the database at {safe}: {reason}; point ASKBACK_DATABASE_URL at an askback database (run "
             "`askback db upgrade` on a new PostgreSQL one)"

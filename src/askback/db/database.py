@@ -36,7 +36,7 @@ from askback.db.engine import (
     require_sqlite_file,
 )
 from askback.db.sqlite import RawConnection
-from askback.db.urls import normalize_database_url
+from askback.db.urls import normalize_database_url, safe_database_url
 from askback.errors import ConfigurationError
 
 __all__ = ["Database", "hold_lock"]
@@ -117,7 +117,7 @@ class Database:
             await anyio.to_thread.run_sync(probe_sqlite_file, parsed)
         database = cls(
             create_engine(parsed),
-            safe_url=parsed.render_as_string(hide_password=True),
+            safe_url=safe_database_url(parsed),
             sqlite_path=parsed.database if is_sqlite else None,
             components=components,
         )

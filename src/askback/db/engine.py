@@ -57,6 +57,8 @@ def create_engine(url: URL) -> AsyncEngine:
         # (a PostgreSQL backend and a login) for every request above five at a time.
         return create_async_engine(
             url,
+            # An error's text never carries a statement's parameters (a person's answers, for one) into a log.
+            hide_parameters=True,
             pool_pre_ping=False,
             pool_recycle=PG_POOL_RECYCLE,
             pool_size=_PG_POOL_SIZE,
@@ -64,7 +66,7 @@ def create_engine(url: URL) -> AsyncEngine:
             connect_args={"timeout": _PG_CONNECT_TIMEOUT},
         )
     opener = _SQLiteOpener()
-    engine = create_async_engine(url, async_creator=opener)
+    engine = create_async_engine(url, async_creator=opener, hide_parameters=True)
     # Once, as SQLAlchemy does: a relative path is resolved now, not again at each connect in another directory.
     opener.arguments = engine.dialect.create_connect_args(engine.url)
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from askback.errors import ConfigurationError
 
-__all__ = ["normalize_database_url"]
+__all__ = ["normalize_database_url", "safe_database_url"]
+
+# Query parameters that carry a secret (libpq's and asyncpg's spellings): hidden as the password is.
+_SECRET_QUERY_KEYS = frozenset({"password", "passwd", "sslpassword"})
 
 _ASYNC_DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -58,3 +61,10 @@ def normalize_database_url(url: str) -> str:
         query["ssl"] = query.pop("sslmode")
         normalized = parsed.set(query=query).render_as_string(hide_password=False)
     return normalized
+
+
+def safe_database_url(url: URL) -> str:
+    """`url` as it may be shown or logged: the password hidden, whether it is given before the host or as a query
+    parameter (`?password=...`, which asyncpg also reads)."""
+    query = {k: ("***" if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in url.query.items()}
+    return url.set(query=query).render_as_string(hide_password=True)

@@ -19,6 +19,8 @@ against the newest 2.3 patch release by `.ci/upgrade-check`) fails when an upgra
 
 from __future__ import annotations
 
+import json
+
 from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
@@ -28,9 +30,24 @@ from starlette.types import Message, Receive, Scope, Send
 __all__ = ["answer_modern_requests_as_json"]
 
 _VERSION_HEADER = b"mcp-protocol-version"
-# A request that asks for progress names a token in its `_meta`; its answer must be able to stream. A token spelled
-# with escapes is missed, which costs that client its progress notifications and nothing else.
+# A request that asks for progress names a token in `params._meta`; its answer must be able to stream. Only a body
+# that holds the key's bytes is parsed to find out (one spelled with escapes is missed, which costs that client its
+# progress notifications and nothing else).
 _PROGRESS = b'"progressToken"'
+
+
+def _asks_for_progress(body: bytes) -> bool:
+    """Whether the JSON-RPC request in `body` names a progress token in `params._meta` (the key's bytes anywhere
+    else, an argument's value, say, do not count)."""
+    if _PROGRESS not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
 
 
 class _ModernAsJson:
@@ -48,7 +65,7 @@ class _ModernAsJson:
             return
         # The body limit ahead of this has read the whole body into its first message.
         first = await receive()
-        wants_progress = _PROGRESS in first.get("body", b"")
+        wants_progress = _asks_for_progress(first.get("body", b""))
         replayed = False
 
         async def replay() -> Message:

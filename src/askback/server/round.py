@@ -33,7 +33,7 @@ from askback.core.caller import Caller
 from askback.core.flow import AccountsPort, ConnectMode, as_json
 from askback.core.state import FlowState
 from askback.db.classify import DRIVER_ERRORS, unavailable_error
-from askback.errors import AskbackError, DefinitionError
+from askback.errors import AskbackError, DefinitionError, StoreUnavailableError
 from askback.errors import ToolError as AskbackToolError
 from askback.server.effects import ClaimEffect, run_once, wait_until_settled
 from askback.server.held import AnswerSeal
@@ -403,7 +403,20 @@ class _RoundIO:
             forget_held=self.held or hold is not None,
         )
         try:
-            return await (await self.config.store()).flows.finish_flow(record)
+            store = await self.config.store()
+            # Shielded: a round cancelled after its handler ran (its client gone from a stream, a shutdown's grace
+            # over) still records what it did, its effects first of all, and lets its claim go, so that a retry
+            # neither waits out the lease nor runs an effect again. Bounded, so that a store that does not answer
+            # cannot hold it.
+            with anyio.CancelScope(shield=True):
+                try:
+                    with anyio.fail_after(self.config.effect_wait):
+                        return await store.flows.finish_flow(record)
+                except TimeoutError:
+                    raise StoreUnavailableError(
+                        f"Could not record the end of the round of {self.handler.tool!r}: the database did not "
+                        f"answer within {self.config.effect_wait:g} seconds. Retry the same request."
+                    ) from None
         except AskbackError as exc:
             if step.strict:
                 return plan.Failed(exc)
