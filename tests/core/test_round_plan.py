@@ -143,6 +143,11 @@ def rejected_note(outcome: str, *, flow: str | None = "f1", **fields: Any) -> No
     return note("rejected", flow=flow, outcome=outcome, **fields)
 
 
+def unrecorded_note() -> Note:
+    """A completion whose record failed (`DOWN`): the call did not complete, and the trail says so."""
+    return note("rejected", round=1, outcome="unrecorded", detail="the database could not be reached")
+
+
 def ends(
     step: ToolResult | EndResult, noted: tuple[Note, ...], *, round: int | None = 1, at: float = NOW, **record: Any
 ) -> list[tuple[Any, Any]]:
@@ -385,9 +390,9 @@ CASES = {
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(Returned("Deleted.", "f1", 1, ()), new_effects=(("d", 1),))),
             (ToolResult("Deleted."), DONE),
             (Record("f1", 1, NOW, (completed_note(),), new_effects=(("d", 1),), result=DONE_WIRE), Failed(DOWN)),
-            (lenient((completed_note(),), new_effects=(("d", 1),)), None),
+            (lenient((unrecorded_note(),), new_effects=(("d", 1),)), None),
         ],
-        Raise(DOWN, (completed_note(),)),
+        Raise(DOWN, (unrecorded_note(),)),
     ),
     "a state that is not askback's is refused": Case(
         RoundRequest(sealed=True, state=None, responses=None, now=NOW),

@@ -228,7 +228,15 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ro
         note("completed", flow_id=flow_id, round=round_, outcome=outcome)
         stored = yield from record(strict=True, result=wire)
         if isinstance(stored, Failed):
-            # Not recorded: give the round up (so that a retry may run it), keeping its effects and its trail.
+            # Not recorded: give the round up (so that a retry may run it), keeping its effects and its trail. The
+            # call did not complete (its client gets the error), so the trail says that, not "completed": the retry
+            # that records the result writes the one `completed` event.
+            notes[:] = [
+                replace(n, event="rejected", outcome="unrecorded", detail=_first_line(stored.error))
+                if n.event == "completed" and n.flow_id == flow_id
+                else n
+                for n in notes
+            ]
             yield from record(strict=False)
             return Raise(stored.error, tuple(notes))
         assert stored is not None
@@ -348,3 +356,8 @@ if not TYPE_CHECKING:  # old names are for code not yet moved to the new ones, n
         from askback._face import renamed
 
         return renamed(__name__, _RENAMED, name, globals())
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
