@@ -390,9 +390,24 @@ CASES = {
             (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(Returned("Deleted.", "f1", 1, ()), new_effects=(("d", 1),))),
             (ToolResult("Deleted."), DONE),
             (Record("f1", 1, NOW, (completed_note(),), new_effects=(("d", 1),), result=DONE_WIRE), Failed(DOWN)),
+            (Record("f1", 1, NOW, (completed_note(),), new_effects=(("d", 1),), result=DONE_WIRE), Failed(DOWN)),
             (lenient((unrecorded_note(),), new_effects=(("d", 1),)), None),
         ],
         Raise(DOWN, (unrecorded_note(),)),
+    ),
+    "a result whose first record fails is recorded by the second, and answered": Case(
+        answering(ROUND1),
+        [
+            WON,
+            (RunHandler(ROUND1, RESPONSES, NOW, {}), Ran(Returned("Deleted.", "f1", 1, ()), new_effects=(("d", 1),))),
+            (ToolResult("Deleted."), DONE),
+            (Record("f1", 1, NOW, (completed_note(),), new_effects=(("d", 1),), result=DONE_WIRE), Failed(DOWN)),
+            (
+                Record("f1", 1, NOW, (completed_note(),), new_effects=(("d", 1),), result=DONE_WIRE),
+                Stored(DONE_WIRE, first=True),
+            ),
+        ],
+        Reply(DONE, (completed_note(),)),
     ),
     "a state that is not askback's is refused": Case(
         RoundRequest(sealed=True, state=None, responses=None, now=NOW),

@@ -55,7 +55,7 @@ def _request(body: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         (b"accept", b"application/json, text/event-stream"),
         (b"mcp-protocol-version", b"2026-07-28"),
         (b"mcp-method", b"tools/call"),
-        (b"mcp-name", b"write"),
+        (b"mcp-name", str(body["params"]["name"]).encode()),
     ]
     scope = {
         "type": "http",

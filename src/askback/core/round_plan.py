@@ -228,6 +228,12 @@ def round_plan(request: RoundRequest, policy: Policy) -> Generator[Step, Any, Ro
         note("completed", flow_id=flow_id, round=round_, outcome=outcome)
         stored = yield from record(strict=True, result=wire)
         if isinstance(stored, Failed):
+            # Once more: a write whose connection dropped at its commit may not have been made. Recording the result
+            # is what lets a retry answer as this copy would: rerun from the top, the handler's reads before the
+            # input point would see what its effects changed (a deleted project is no longer found). Every part of
+            # the record is written once whatever the first attempt did (first writer wins).
+            stored = yield from record(strict=True, result=wire)
+        if isinstance(stored, Failed):
             # Not recorded: give the round up (so that a retry may run it), keeping its effects and its trail. The
             # call did not complete (its client gets the error), so the trail says that, not "completed": the retry
             # that records the result writes the one `completed` event.

@@ -1,0 +1,78 @@
+"""A final round whose record fails at its commit (the connection dropped there) is recorded by a second attempt and
+answered as it would have been: a retry of a round must not rerun a handler whose effect changed what it reads.
+
+Real PostgreSQL: a deferred trigger ends the backend at the commit of the first completion only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from tests.server.test_round_cancelled import _call, _post
+
+from askback import Askback, Confirm, Flow, ToolError
+from askback.db.database import Database
+from askback.server.http import build_app
+from askback.store import Store
+
+pytestmark = pytest.mark.anyio
+
+GO = Confirm(key="go", message="Delete it?")
+
+FAIL_FIRST_COMPLETION = [
+    "CREATE SEQUENCE completions",
+    "CREATE FUNCTION end_first() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN IF nextval('completions') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF; "
+    "RETURN NULL; END $$",
+    "CREATE CONSTRAINT TRIGGER end_first AFTER INSERT ON askback_flows DEFERRABLE INITIALLY DEFERRED "
+    "FOR EACH ROW EXECUTE FUNCTION end_first()",
+]
+
+
+async def test_a_completion_whose_commit_failed_is_recorded_again_and_answered(
+    make_settings: Callable[..., Any], fresh_pg_url: str
+) -> None:
+    await (await Store.open(fresh_pg_url, migrate=True)).close()
+    database = await Database.open(fresh_pg_url, components=(), migrate=False, check=False)
+    try:
+        for statement in FAIL_FIRST_COMPLETION:
+            await database.transaction(lambda conn, s=statement: conn.execute(sa.text(s)), doing="install")
+    finally:
+        await database.close()
+    projects = {"p1": "Apollo"}
+    deleted: list[str] = []
+    server = Askback("record-retry", settings=make_settings(database_url=fresh_pg_url))
+
+    @server.tool(asks=[GO])
+    async def delete_project(project_id: str, flow: Flow) -> str:
+        name = projects.get(project_id)  # a read before the input point, rerun on every round
+        if name is None:
+            raise ToolError(f"unknown project id {project_id!r}")
+        if not flow.ask(GO):
+            return "Kept."
+
+        async def delete() -> str:
+            deleted.append(projects.pop(project_id))
+            return project_id
+
+        await flow.once("delete", delete)
+        return f"Deleted {name}."
+
+    app = build_app(server)
+    async with server.running(), app.router.lifespan_context(app):
+        params = {"name": "delete_project", "arguments": {"project_id": "p1"}}
+        first = await _post(app, _call(params))
+        assert first is not None and "result" in first, first
+        final = {
+            **params,
+            "requestState": first["result"]["requestState"],
+            "inputResponses": {"go": {"action": "accept", "content": {"confirm": True}}},
+        }
+        answered = await _post(app, _call(final))
+        replayed = await _post(app, _call(final))
+    assert answered is not None and "result" in answered, answered
+    assert answered["result"]["content"][0]["text"] == "Deleted Apollo."
+    assert replayed is not None and replayed["result"]["content"][0]["text"] == "Deleted Apollo."
+    assert deleted == ["Apollo"]
