@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
-from starlette.datastructures import FormData, Headers, MutableHeaders
+from starlette.datastructures import FormData, Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -98,6 +98,9 @@ class SecurityHeaders:
         self.app = app
         self.headers = dict(headers)
         self.missing_only = missing_only
+        # Encoded once, as the response's raw header list holds them.
+        self._raw = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in self.headers.items()]
+        self._names = frozenset(name for name, _ in self._raw)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,10 +109,12 @@ class SecurityHeaders:
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in self.headers.items():
-                    if not (self.missing_only and name in headers):
-                        headers[name] = value
+                given = list(message.get("headers", ()))
+                if self.missing_only:
+                    present = {name.lower() for name, _ in given}
+                    message["headers"] = given + [h for h in self._raw if h[0] not in present]
+                else:
+                    message["headers"] = [h for h in given if h[0].lower() not in self._names] + self._raw
             await send(message)
 
         await self.app(scope, receive, with_headers)
