@@ -276,3 +276,39 @@ async def test_an_apps_own_mounts_are_served_with_their_policies_by_askback_serv
         mcp_without_token = await http.post("/mcp", json={})
     assert page.status_code == 200 and [p["path"] for p in pages] == ["/pages/x"]
     assert mcp_without_token.status_code == 401
+
+
+GRANTS = {
+    "ordinary": ["read", "deploy"],
+    "line-break": ["read", "line\nbreak"],
+    "bidi": ["read", "\u202eevil"],
+    "bell": ["read", "bell\x07"],
+    "many": [f"s{i}" for i in range(101)],
+}
+
+
+class _ScopesVerifier:
+    """A deployment's own verifier (the SDK's protocol), granting each token the scopes `GRANTS` names for it."""
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        return AccessToken(token=token, client_id="c", subject="ann", scopes=GRANTS[token])
+
+
+@pytest.mark.parametrize(
+    ("token", "refused"),
+    [("ordinary", False), ("line-break", True), ("bidi", True), ("bell", True), ("many", True)],
+    ids=["ordinary", "a line break", "a bidi override", "a control character", "101 scopes"],
+)
+async def test_a_deployments_own_verifier_is_held_to_askbacks_scopes(
+    make_settings: Callable[..., Any], token: str, refused: bool
+) -> None:
+    server = Askback("scope-test", settings=make_settings(demo_auth=False))
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    headers = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+    async with server.running(), client_for(build_app(server, token_verifier=_ScopesVerifier())) as http:
+        response = await http.post("/mcp", json=body, headers={**headers, "Authorization": f"Bearer {token}"})
+    assert (response.status_code == 401) == refused, response.text
+    if refused:
+        assert 'error="invalid_token"' in response.headers["www-authenticate"]

@@ -13,7 +13,7 @@ migration, and no subject of one issuer can be spelled as another issuer's princ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,9 @@ __all__ = [
 MAX_PRINCIPAL = 255
 # The most actors an `act` chain may name (RFC 8693 sets no limit; a delegation deeper than this is not a real one).
 MAX_ACTORS = 8
+# Scopes one token may grant, and the length of one.
+MAX_SCOPES = 100
+MAX_SCOPE_LENGTH = 128
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,20 @@ def checked_principal(principal: str) -> str:
     if problem is not None:
         raise InvalidTokenError(problem)
     return principal
+
+
+def checked_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
+    """`scopes` when a token may grant them; `InvalidTokenError` (401 `invalid_token`) for more than `MAX_SCOPES`,
+    or one that is longer than `MAX_SCOPE_LENGTH` or not a name people can be shown (`name_problem`): scopes are
+    stored in the audit trail and written in its log lines. Every way a caller is named goes through it."""
+    found = tuple(scopes)
+    if len(found) > MAX_SCOPES:
+        raise InvalidTokenError(f"the token grants more than {MAX_SCOPES} scopes")
+    for scope in found:
+        problem = name_problem(scope, what="a scope of the token", limit=MAX_SCOPE_LENGTH)
+        if problem is not None:
+            raise InvalidTokenError(problem)
+    return found
 
 
 def split_scopes(value: str) -> tuple[str, ...]:

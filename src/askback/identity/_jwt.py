@@ -20,8 +20,15 @@ from joserfc import jwt
 from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jws import JWSRegistry, extract_compact
 
-from askback.core.caller import MAX_ACTORS, Caller, actors_of, checked_principal, principal_of, split_scopes
-from askback.core.text import name_problem
+from askback.core.caller import (
+    MAX_ACTORS,
+    Caller,
+    actors_of,
+    checked_principal,
+    checked_scopes,
+    principal_of,
+    split_scopes,
+)
 from askback.errors import InvalidTokenError
 
 if TYPE_CHECKING:
@@ -54,8 +61,6 @@ ACCESS_TOKEN_CLAIMS = ("client_id", "scope", "scp", "roles")
 # hash of a code or of another token.
 ID_TOKEN_CLAIMS = ("nonce", "at_hash", "c_hash", "s_hash")
 MAX_TOKEN_LENGTH = 16_384
-MAX_SCOPES = 100
-MAX_SCOPE_LENGTH = 128
 
 
 def check_algorithms(algorithms: Collection[str]) -> tuple[str, ...]:
@@ -228,13 +233,7 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
         if isinstance(value, list):
             scopes = tuple(s for s in value if isinstance(s, str) and s)
             break
-    if len(scopes) > MAX_SCOPES:
-        raise InvalidTokenError(f"the token grants more than {MAX_SCOPES} scopes")
-    for scope in scopes:
-        problem = name_problem(scope, what="a scope of the token", limit=MAX_SCOPE_LENGTH)
-        if problem is not None:
-            raise InvalidTokenError(problem)
-    return frozenset(scopes)
+    return frozenset(checked_scopes(scopes))
 
 
 def caller_from_claims(claims: Mapping[str, Any], *, principal_claim: str, issuer: str | None) -> Caller:

@@ -31,7 +31,7 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Aut
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from askback.core.caller import Caller, actors_of, checked_principal, principal_of
+from askback.core.caller import Caller, actors_of, checked_principal, checked_scopes, principal_of
 from askback.errors import AskbackError, InvalidTokenError, IssuerUnavailableError
 from askback.extension import AuthPolicy, Bearer, BearerCheck, Open, Signed
 
@@ -194,8 +194,9 @@ class BearerBackend(AuthenticationBackend):
             raise Unauthenticated("use an Authorization: Bearer <token> header", error=None)
         try:
             caller = await self.check.verify(token.strip())
-            # A deployment's own check is held to the same names as askback's.
+            # A deployment's own check is held to the same names and scopes as askback's.
             checked_principal(caller.principal)
+            checked_scopes(caller.scopes)
         except InvalidTokenError as exc:
             raise Unauthenticated(str(exc), error="invalid_token") from None
         except IssuerUnavailableError as exc:
