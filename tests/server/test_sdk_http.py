@@ -166,3 +166,46 @@ async def test_the_key_anywhere_but_params_meta_does_not_stream_the_answer(
     assert response.headers["content-type"] == "application/json"
     assert response.json()["result"]["content"][0]["text"] == f"hello {arguments['name']}"
     assert streams.opened == 0
+
+
+async def test_a_client_that_leaves_before_its_body_is_whole_gets_no_answer_and_raises_nothing(
+    make_settings: Callable[..., Any],
+) -> None:
+    server = _server(make_settings)
+    app = build_app(server)
+    body = json.dumps(_call("greet", {"name": "ada"})).encode()
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body) + 100).encode()),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"mcp-protocol-version", b"2026-07-28"),
+        (b"mcp-method", b"tools/call"),
+        (b"mcp-name", b"greet"),
+    ]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    messages = [{"type": "http.request", "body": body[:20], "more_body": True}, {"type": "http.disconnect"}]
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async with server.running(), app.router.lifespan_context(app):
+        await app(scope, receive, send)
+    assert not any(m["type"] == "http.response.start" and m["status"] >= 500 for m in sent), sent

@@ -25,6 +25,7 @@ from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
 __all__ = ["answer_modern_requests_as_json"]
@@ -75,15 +76,19 @@ class _ModernAsJson:
                 return first
             return await receive()
 
-        await handle_modern_request(
-            manager.app,
-            manager.security_settings,
-            not wants_progress,
-            manager._lifespan_state,
-            scope,
-            replay,
-            send,
-        )
+        try:
+            await handle_modern_request(
+                manager.app,
+                manager.security_settings,
+                not wants_progress,
+                manager._lifespan_state,
+                scope,
+                replay,
+                send,
+            )
+        except ClientDisconnect:
+            # The client went away before its body was whole: nobody to answer, and nothing for the error log.
+            return
 
 
 def answer_modern_requests_as_json(manager: StreamableHTTPSessionManager) -> None:
