@@ -404,10 +404,10 @@ class _RoundIO:
         )
         try:
             store = await self.config.store()
-            # Shielded: a round cancelled after its handler ran (its client gone from a stream, a shutdown's grace
-            # over) still records what it did, its effects first of all, and lets its claim go, so that a retry
-            # neither waits out the lease nor runs an effect again. Bounded, so that a store that does not answer
-            # cannot hold it.
+            # Shielded: a round cancelled after its handler ran (its client gone from a stream) still records what it
+            # did, its effects first of all, and lets its claim go, so that a retry neither waits out the lease nor
+            # runs an effect again. Bounded, so that a store that does not answer cannot hold it. (A shutdown's own
+            # cancellation, past its grace, is not an anyio one and is not held off: see docs/deploy.md.)
             with anyio.CancelScope(shield=True):
                 try:
                     with anyio.fail_after(self.config.effect_wait):
