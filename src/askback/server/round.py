@@ -30,14 +30,15 @@ from askback.core import round as decision
 from askback.core import round_plan as plan
 from askback.core.approving import Approval, ApprovalsPort
 from askback.core.caller import Caller
-from askback.core.flow import AccountsPort, ConnectMode, as_json
+from askback.core.flow import AccountsPort, ConnectMode
 from askback.core.state import FlowState
 from askback.db.classify import DRIVER_ERRORS, unavailable_error
-from askback.errors import AskbackError, DefinitionError, StoreUnavailableError
+from askback.errors import AskbackError, StoreUnavailableError
 from askback.errors import ToolError as AskbackToolError
-from askback.server.effects import ClaimEffect, run_once, wait_until_settled
+from askback.server.effects import ClaimEffect, wait_until_settled
 from askback.server.held import AnswerSeal
 from askback.server.legacy import PendingPushes, modern, push_questions
+from askback.server.round_effects import RoundEffects
 from askback.store import Completion, HeldAnswers, RoundRecord, Store
 
 __all__ = ["Abandoned", "Handler", "RoundConfig", "TaskRun", "failure", "run_ask_first", "run_round", "run_task_round"]
@@ -325,7 +326,17 @@ class _RoundIO:
             return decision.Recorded(claim.outcome, completed=claim.status == "completed")
 
     async def _run_handler(self, step: plan.RunHandler) -> plan.Ran:
-        effects = _Effects(self, step)
+        config = self.config
+        effects = RoundEffects(
+            step,
+            tool=self.handler.tool,
+            store=config.store,
+            clock=config.clock,
+            now=self.now,
+            wait=config.effect_wait,
+            lease=config.effect_lease,
+            claim_effect=self.claim_effect,
+        )
         flow = core_flow.Flow(
             tool=self.handler.tool,
             arguments=self.arguments,
@@ -427,46 +438,6 @@ class _RoundIO:
                 self.handler.tool,
             )
             return None
-
-
-class _Effects:
-    """The effects of one run of the handler, run the way `effect_route` says; recorded with the round's end."""
-
-    def __init__(self, io: _RoundIO, step: plan.RunHandler) -> None:
-        self.io = io
-        self.known = step.known_effects
-        self.ran = step.ran
-        # Won through their own claim, and run under the round's claim (recorded done at the round's end).
-        self.finished: list[tuple[str, Any]] = []
-        self.new: list[tuple[str, Any]] = []
-
-    async def run(self, flow_id: str, name: str, effect: Callable[[], Awaitable[Any]]) -> Any:
-        route = plan.effect_route(name, known=self.known, ran=(*self.ran, *self.new))
-        if isinstance(route, plan.Reuse):
-            return route.outcome
-        if route == "run_here":
-            raw = await effect()
-            try:
-                outcome = as_json(raw)
-            except DefinitionError:
-                # It happened: record that (so that a retry does not run it again), then report the mistake.
-                self.new.append((name, None))
-                raise
-            self.new.append((name, outcome))
-            return outcome
-        config = self.io.config
-        return await run_once(
-            (await config.store()).flows,
-            flow_id,
-            name,
-            effect,
-            clock=config.clock,
-            wait=config.effect_wait,
-            lease=config.effect_lease,
-            # A task's effect is recorded as soon as it ran: the task's row, not a round, says how far it got.
-            finished=None if self.io.claim_effect is not None else self.finished,
-            claim_with=self.io.claim_effect,
-        )
 
 
 def _with_structured(result: CallToolResult, text: str, structured: Mapping[str, Any] | None) -> CallToolResult:

@@ -131,6 +131,25 @@ class Flows:
                 "'won' first, and an outcome, once recorded, is never replaced."
             )
 
+    async def record_effect(self, flow_id: str, name: str, outcome: Any, *, at: float) -> None:
+        """Record the outcome of an effect that ran under its round's claim, as soon as it ran: should the round's
+        end never be written (its process stopped, the database failed at that moment), the attempt that takes the
+        round over reuses the outcome instead of running the effect again. The round's end writes the same row again,
+        which changes nothing (the first row stays)."""
+        row = {
+            "flow_id": flow_id,
+            "name": name,
+            "status": "done",
+            "outcome": audit_query.to_json(outcome, what=f"the outcome of effect {name!r}"),
+            "instance": instance_id(),
+            "started_at": at,
+            "finished_at": at,
+        }
+        await self.database.transaction(
+            lambda conn: conn.execute(RECORD_EFFECT[conn.dialect.name], [row]),
+            doing=f"record the outcome of effect {name!r}",
+        )
+
     async def release_effect(self, flow_id: str, name: str) -> None:
         """Give up a claim whose effect raised, so that a retry may run it; a finished effect stays."""
         params = {"b_flow_id": flow_id, "b_key": name}
