@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from tests.server.test_round_cancelled import _call, _post
+from tests._asgi import call, confirmed_final, post
 
 from askback import Askback, Confirm, Flow, ToolError
 from askback.clock import FrozenClock
@@ -67,16 +67,9 @@ async def test_a_completion_whose_commit_failed_is_recorded_again_and_answered(
 
     app = build_app(server)
     async with server.running(), app.router.lifespan_context(app):
-        params = {"name": "delete_project", "arguments": {"project_id": "p1"}}
-        first = await _post(app, _call(params))
-        assert first is not None and "result" in first, first
-        final = {
-            **params,
-            "requestState": first["result"]["requestState"],
-            "inputResponses": {"go": {"action": "accept", "content": {"confirm": True}}},
-        }
-        answered = await _post(app, _call(final))
-        replayed = await _post(app, _call(final))
+        final = await confirmed_final(app, {"name": "delete_project", "arguments": {"project_id": "p1"}})
+        answered = await post(app, call(final))
+        replayed = await post(app, call(final))
     assert answered is not None and "result" in answered, answered
     assert answered["result"]["content"][0]["text"] == "Deleted Apollo."
     assert replayed is not None and replayed["result"]["content"][0]["text"] == "Deleted Apollo."
@@ -86,9 +79,9 @@ async def test_a_completion_whose_commit_failed_is_recorded_again_and_answered(
 async def test_an_effect_whose_round_end_is_never_written_is_not_run_again_by_the_attempt_that_takes_over(
     make_settings: Callable[..., Any], fresh_pg_url: str, clock: FrozenClock
 ) -> None:
-    """Every write of the round's end fails (a trigger ends the backend whenever a round's row is finished or released), as when the
-    process stops past its grace or the database fails at that moment: the effect's outcome, written as it ran, is
-    what the attempt that takes the round over after its lease finds."""
+    """Every write of the round's end fails (a trigger ends the backend whenever a round's row is finished or
+    released), as when the process stops past its grace or the database fails at that moment: the effect's outcome,
+    written as it ran, is what the attempt that takes the round over after its lease finds."""
     await (await Store.open(fresh_pg_url, migrate=True)).close()
     kill = [
         "CREATE FUNCTION end_now() RETURNS trigger LANGUAGE plpgsql AS "
@@ -111,21 +104,14 @@ async def test_an_effect_whose_round_end_is_never_written_is_not_run_again_by_th
 
     app = build_app(server)
     async with server.running(), app.router.lifespan_context(app):
-        params = {"name": "write", "arguments": {"item": "lamp"}}
-        first = await _post(app, _call(params))
-        assert first is not None and "result" in first, first
-        final = {
-            **params,
-            "requestState": first["result"]["requestState"],
-            "inputResponses": {"go": {"action": "accept", "content": {"confirm": True}}},
-        }
+        final = await confirmed_final(app, {"name": "write", "arguments": {"item": "lamp"}})
         await _sql(fresh_pg_url, kill)
-        failed = await _post(app, _call(final))
+        failed = await post(app, call(final))
         assert failed is not None and failed["error"]["data"]["retryable"] is True, failed
         assert written == ["lamp"]
         await _sql(fresh_pg_url, ["DROP TRIGGER end_now ON askback_rounds"])
         clock.advance(6)  # past the lease of the round nobody finished
-        retried = await _post(app, _call(final))
+        retried = await post(app, call(final))
     assert retried is not None and "result" in retried, retried
     assert retried["result"]["content"][0]["text"] == "Wrote lamp."
     assert written == ["lamp"]

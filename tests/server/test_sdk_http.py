@@ -17,6 +17,7 @@ import httpx
 import mcp.server._streamable_http_modern as sdk_modern
 import pytest
 from mcp.server.mcpserver import Context
+from tests._asgi import post_scope
 from tests.server.test_http_app import ACCEPT, INITIALIZE, MODERN_META, client_for
 
 from askback import Askback, Flow
@@ -174,29 +175,7 @@ async def test_a_client_that_leaves_before_its_body_is_whole_gets_no_answer_and_
     server = _server(make_settings)
     app = build_app(server)
     body = json.dumps(_call("greet", {"name": "ada"})).encode()
-    headers = [
-        (b"host", b"127.0.0.1:8000"),
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body) + 100).encode()),
-        (b"accept", b"application/json, text/event-stream"),
-        (b"mcp-protocol-version", b"2026-07-28"),
-        (b"mcp-method", b"tools/call"),
-        (b"mcp-name", b"greet"),
-    ]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = post_scope("greet", headers=[(b"content-length", str(len(body) + 100).encode())])
     messages = [{"type": "http.request", "body": body[:20], "more_body": True}, {"type": "http.disconnect"}]
     sent: list[Any] = []
 
