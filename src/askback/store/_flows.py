@@ -136,15 +136,7 @@ class Flows:
         end never be written (its process stopped, the database failed at that moment), the attempt that takes the
         round over reuses the outcome instead of running the effect again. The round's end writes the same row again,
         which changes nothing (the first row stays)."""
-        row = {
-            "flow_id": flow_id,
-            "name": name,
-            "status": "done",
-            "outcome": audit_query.to_json(outcome, what=f"the outcome of effect {name!r}"),
-            "instance": instance_id(),
-            "started_at": at,
-            "finished_at": at,
-        }
+        row = _done_effect(flow_id, name, outcome, at)
         await self.database.transaction(
             lambda conn: conn.execute(RECORD_EFFECT[conn.dialect.name], [row]),
             doing=f"record the outcome of effect {name!r}",
@@ -232,18 +224,7 @@ class Flows:
         effects, new_effects, round_outcome = record.effects, record.new_effects, record.round_outcome
         to_json = audit_query.to_json
         finished = [(name, to_json(outcome, what=f"the outcome of effect {name!r}")) for name, outcome in effects]
-        ran = [
-            {
-                "flow_id": flow_id,
-                "name": name,
-                "status": "done",
-                "outcome": to_json(outcome, what=f"the outcome of effect {name!r}"),
-                "instance": instance_id(),
-                "started_at": at,
-                "finished_at": at,
-            }
-            for name, outcome in new_effects
-        ]
+        ran = [_done_effect(flow_id, name, outcome, at) for name, outcome in new_effects]
         stored = None if result is None else to_json(result, what=f"the result of tool {record.tool!r}")
         if result is not None:
             answered: str | None = ROUND_COMPLETED
@@ -311,3 +292,16 @@ class Flows:
             lambda conn: conn.execute(HELD_PRUNE, {"now": now}).rowcount, doing="prune expired answers"
         )
         return pruned
+
+
+def _done_effect(flow_id: str | None, name: str, outcome: Any, at: float) -> dict[str, Any]:
+    """The ledger row of an effect that ran under its round's claim, done with `outcome`."""
+    return {
+        "flow_id": flow_id,
+        "name": name,
+        "status": "done",
+        "outcome": audit_query.to_json(outcome, what=f"the outcome of effect {name!r}"),
+        "instance": instance_id(),
+        "started_at": at,
+        "finished_at": at,
+    }
