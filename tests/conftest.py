@@ -14,9 +14,19 @@ from hypothesis import settings
 
 from _http import Served, served
 from askback import Askback, load_settings
+from askback.audit.emit import configure as configure_audit_log
 from askback.clock import FrozenClock
 from askback.demo import build
 from infra import Postgres, postgres
+
+
+@pytest.fixture(autouse=True)
+def default_audit_log() -> Iterator[None]:
+    """The audit log's shape and level are the process's (each `Askback(...)` applies its settings): every test starts
+    from the defaults, whatever a test before it in this process built."""
+    configure_audit_log()
+    yield
+    configure_audit_log()
 
 
 @pytest.fixture

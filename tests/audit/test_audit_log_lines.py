@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Iterator
 
 import pytest
 
 from askback.audit import AuditEvent
 from askback.audit.emit import configure, emit_all
 from askback.cli.logs import JsonFormatter, TextFormatter
-
-
-@pytest.fixture(autouse=True)
-def default_lines() -> Iterator[None]:
-    configure()
-    yield
-    configure()
 
 
 def _event(kind: str, *, flow: str = "F1", principal: str = "ann", **fields: object) -> AuditEvent:
