@@ -9,12 +9,14 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
 import sqlalchemy as sa
-from sqlalchemy import Table, bindparam, func, or_, select, update
+from sqlalchemy import Table, any_, bindparam, func, or_, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from askback.accounts._models import AccountEventRow, AccountRow
 from askback.accounts.connections import ApiKeyConnection, Connection
@@ -39,7 +41,8 @@ _HELD = select(
     select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
     *_CLAIM_COLUMNS,
 ).where(_a.id == bindparam("id"))
-# The same read for every account asked for in one moment (PostgreSQL: one query instead of one per account).
+# The same read for every account asked for in one moment (PostgreSQL only: one query instead of one per account;
+# the ids go as one array parameter, so the statement's text is the same whatever their number).
 _HELD_MANY = select(
     _a.id,
     _a.status,
@@ -47,7 +50,9 @@ _HELD_MANY = select(
     _a.credential,
     select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
     *_CLAIM_COLUMNS,
-).where(_a.id.in_(bindparam("ids", expanding=True)))
+).where(_a.id == any_(bindparam("ids", type_=ARRAY(sa.String))))
+# How many accounts' opened credentials a keeper keeps (see `TokenRows._held`).
+OPENED_CACHE_SIZE = 4096
 _VERSION = select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == bindparam("id"))
 _AS_READ = select(_a.status, _a.credential).where(_a.id == bindparam("id"))
 # The refresh claim: taken only when nobody holds an unexpired one and the row is still as the claimant read it
@@ -104,6 +109,10 @@ class TokenRows:
         self.clock = clock
         self._reading: dict[str, _Read] = {}
         self._batch: dict[str, tuple[_Read, Connection]] = {}
+        self._batch_done: anyio.Event | None = None
+        self._batched = accounts.database.engine.dialect.name == "postgresql"
+        # account id -> (the row as read, the connection it was read for, what it held): see `_held`.
+        self._opened: dict[str, tuple[tuple[Any, ...], Connection, Held | None]] = {}
 
     async def read(self, account_id: str, connection: Connection, *, join: bool = True) -> Held | None:
         """What the database holds for the account. Callers that look at one account at the same moment share one
@@ -115,8 +124,10 @@ class TokenRows:
             await flight.done.wait()
             if flight.ok:
                 return flight.held
-        elif join and self.accounts.database.engine.dialect.name == "postgresql":
-            flight = _Read()
+        elif join and self._batched:
+            if not self._batch or self._batch_done is None:
+                self._batch_done = anyio.Event()  # one event for the whole batch: set once, it wakes every caller
+            flight = _Read(self._batch_done)
             self._reading[account_id] = flight
             self._batch[account_id] = (flight, connection)
             if len(self._batch) == 1:
@@ -166,9 +177,31 @@ class TokenRows:
                     del self._reading[account_id]
                 flight.done.set()
 
+    def forget(self, account_id: str) -> None:
+        """Drop what `_held` kept of the account (its opened credential), once this keeper changed its row."""
+        self._opened.pop(account_id, None)
+
     def _held(self, account_id: str, connection: Connection, row: Any) -> Held | None:
+        """What `row` holds, its credential opened. The last one per account is kept: the same row read again (the
+        same sealed bytes, status, version, backoff and claim) holds the same, so it is not opened again. A row that
+        differs in anything is opened afresh (and authenticated for this account by the vault), and the account's
+        entry replaced; at most `OPENED_CACHE_SIZE` accounts are kept, the oldest dropped first."""
         if row is None:
+            self._opened.pop(account_id, None)
             return None
+        # Every column read (a SQLAlchemy row, or the SQLite fast path's namespace of them).
+        key = tuple(vars(row).values()) if isinstance(row, SimpleNamespace) else tuple(row)
+        kept = self._opened.get(account_id)
+        if kept is not None and kept[1] is connection and kept[0] == key:
+            return kept[2]
+        held = self._open(account_id, connection, row)
+        self._opened.pop(account_id, None)
+        if len(self._opened) >= OPENED_CACHE_SIZE:
+            del self._opened[next(iter(self._opened))]
+        self._opened[account_id] = (key, connection, held)
+        return held
+
+    def _open(self, account_id: str, connection: Connection, row: Any) -> Held:
         tokens = None
         if row.credential is not None:
             stored = self.vault.open(account_id, row.credential)
@@ -270,6 +303,8 @@ class TokenRows:
             )
         except AccountStateError:
             return None  # changed between the check and the write (PostgreSQL, where the claim was lost)
+        finally:
+            self.forget(account_id)
         if claim is not None:
             claim.released = True
         return version

@@ -1,0 +1,156 @@
+"""The keeper opens an account's sealed credential once per row it reads: the same row read again (the same sealed
+bytes, status, version, backoff and claim) is not opened again; any change is opened afresh and authenticated; what
+it keeps is bounded and dropped when this keeper changes the account. On PostgreSQL a batch of accounts is read with
+one statement whatever its size."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from askback.accounts.connections import ApiKeyConnection, Connections
+from askback.accounts.repository import Account, Accounts
+from askback.accounts.status import Event
+from askback.accounts.tokens import TokenKeeper, _rows
+from askback.accounts.vault import CredentialUnreadable, Vault, new_key
+from askback.clock import SystemClock
+from askback.db.migrate import all_components
+from askback.errors import AccountStateError
+from askback.store import Store
+
+pytestmark = pytest.mark.anyio
+
+_COPY = (
+    sa.update(_rows._ACCOUNTS)
+    .where(_rows._ACCOUNTS.c.id == sa.bindparam("b_id"))
+    .values(credential=sa.bindparam("b_credential"))
+)
+
+
+class CountingVault(Vault):
+    """The real vault, counting how many sealed values it opened."""
+
+    opened = 0
+
+    def open(self, account_id: str, sealed: str) -> dict[str, Any]:
+        self.opened += 1
+        return super().open(account_id, sealed)
+
+
+@dataclass
+class Bench:
+    store: Store
+    accounts: Accounts
+    vault: CountingVault
+    keeper: TokenKeeper
+
+    async def connect(self, principal: str, key: str) -> Account:
+        now = time.time()
+        account_id, _ = await self.accounts.begin_connect(principal, "notes", flow_id=None, now=now, ttl=60)
+        await self.accounts.change(
+            account_id, Event.CONNECTED, now=now, credential=self.vault.seal(account_id, {"api_key": key})
+        )
+        account = await self.accounts.get(account_id)
+        assert account is not None
+        return account
+
+
+@pytest.fixture
+async def bench(any_database: str) -> AsyncIterator[Bench]:
+    store = await Store.open(any_database, migrate=True, components=all_components())
+    vault = CountingVault(new_key())
+    accounts = Accounts(store.database)
+    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
+    try:
+        yield Bench(store, accounts, vault, keeper)
+    finally:
+        await keeper.aclose()
+        await store.close()
+
+
+async def test_the_same_row_read_again_is_not_opened_again(bench: Bench) -> None:
+    account = await bench.connect("ada", "key-1")
+    for _ in range(5):
+        assert (await bench.keeper.token(account)).access_token == "key-1"
+    assert bench.vault.opened == 1
+
+
+async def test_a_credential_changed_by_anyone_is_read_and_opened_at_once(bench: Bench) -> None:
+    account = await bench.connect("ada", "key-1")
+    assert (await bench.keeper.token(account)).access_token == "key-1"
+    # Another instance (through the accounts table, not this keeper) stores a new credential.
+    await bench.accounts.change(
+        account.id,
+        Event.REFRESHED,
+        now=time.time(),
+        credential=bench.vault.seal(account.id, {"api_key": "key-2"}),
+    )
+    assert (await bench.keeper.token(account)).access_token == "key-2"
+    assert bench.vault.opened == 2
+
+
+async def test_another_accounts_sealed_value_copied_into_a_kept_row_fails_to_open(bench: Bench) -> None:
+    ada = await bench.connect("ada", "key-ada")
+    eve = await bench.connect("eve", "key-eve")
+    assert (await bench.keeper.token(ada)).access_token == "key-ada"
+    assert (await bench.keeper.token(eve)).access_token == "key-eve"
+    eves = await bench.store.database.read(
+        lambda conn: conn.execute(_rows._AS_READ, {"id": eve.id}).first(), doing="read"
+    )
+    await bench.store.database.transaction(
+        lambda conn: conn.execute(_COPY, {"b_id": ada.id, "b_credential": eves.credential}),
+        doing="copy eve's credential into ada's row",
+    )
+    with pytest.raises(CredentialUnreadable):
+        await bench.keeper.token(ada)
+
+
+async def test_what_is_kept_is_bounded_and_dropped_when_the_keeper_changes_the_account(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_rows, "OPENED_CACHE_SIZE", 3)
+    made = [await bench.connect(f"user{n}", f"key-{n}") for n in range(5)]
+    for account in made:
+        await bench.keeper.token(account)
+    kept = bench.keeper._rows._opened
+    assert list(kept) == [a.id for a in made[2:]]  # the oldest went first
+    await bench.keeper.revoke(made[4])
+    assert made[4].id not in kept  # no plaintext of a revoked credential is held on to
+    with pytest.raises(AccountStateError):
+        await bench.keeper.token(made[4])
+    held = bench.keeper._rows._opened[made[4].id][2]
+    assert held is not None and held.tokens is None
+
+
+async def test_a_batch_is_one_statement_of_one_text_whatever_its_size(fresh_pg_url: str) -> None:
+    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
+    vault = CountingVault(new_key())
+    accounts = Accounts(store.database)
+    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
+    bench = Bench(store, accounts, vault, keeper)
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "askback_account_events" in statement and statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    try:
+        made = [await bench.connect(f"user{n}", f"key-{n}") for n in range(12)]
+        event.listen(store.database.engine.sync_engine, "before_cursor_execute", seen)
+        for group in (made[:2], made[2:12]):
+            async with anyio.create_task_group() as tg:
+                for account in group:
+                    tg.start_soon(keeper.token, account)
+        assert len(statements) == 2, statements
+        assert statements[0] == statements[1]  # the ids travel as one array, not one placeholder each
+    finally:
+        event.remove(store.database.engine.sync_engine, "before_cursor_execute", seen)
+        await keeper.aclose()
+        await store.close()
