@@ -66,6 +66,7 @@ KEY_ENV = "BENCH_TASKS_STATE_KEY"
 APPROVE = askback.Confirm(key="approve", message="Approve this change?", field="ok", title="Approve")
 SETTLE = 0.3  # seconds left to the server before its RSS is read
 YES = {"action": "accept", "content": {"ok": True}}
+FLOOR_METHOD = "bench/unknown"
 
 
 class BenchError(RuntimeError):
@@ -119,6 +120,8 @@ class Wire:
         self.http = http
         self.url = url
         self.requests = 0
+        self.timings: dict[str, list[float]] = {}
+        """Seconds per request, by method (`tasks/get` by the status it answered)."""
 
     async def message(self, method: str, params: dict[str, Any], *, name: str, tasks: bool) -> dict[str, Any]:
         """The JSON-RPC message answering one request (a result or an error)."""
@@ -139,12 +142,16 @@ class Wire:
             "Mcp-Method": method,
             "Mcp-Name": name,
         }
+        started = time.perf_counter()
         reply = await self.http.post(self.url, content=json.dumps(body, separators=(",", ":")), headers=headers)
         self.requests += 1
         text = reply.text
         if not text.lstrip().startswith("{"):
             text = "".join(line[5:].strip() for line in text.splitlines() if line.startswith("data:"))
         message: dict[str, Any] = json.loads(text)
+        took = time.perf_counter() - started
+        status = message.get("result", {}).get("status") if method == "tasks/get" else None
+        self.timings.setdefault(f"{method} ({status})" if status else method, []).append(took)
         return message
 
     async def rpc(self, method: str, params: dict[str, Any], *, name: str, tasks: bool) -> dict[str, Any]:
@@ -181,6 +188,14 @@ async def task_round(wire: Wire, n: int) -> None:
     done = await wire.until(task_id, "completed")
     if done["result"]["content"][0]["text"] != f"Approved t{n}.":
         raise BenchError(f"unexpected result {done['result']}")
+
+
+async def floor_request(wire: Wire, n: int) -> None:
+    """A request for a method the server does not have: what any request costs through this server (HTTP, the
+    middleware, the SDK's parsing and dispatch, the error's answer) before any work of its own."""
+    message = await wire.message(FLOOR_METHOD, {}, name=FLOOR_METHOD, tasks=False)
+    if message.get("error", {}).get("code") != -32601:
+        raise BenchError(f"{FLOOR_METHOD}: expected -32601, got {message}")
 
 
 async def mrtr_round(wire: Wire, n: int) -> None:
@@ -265,14 +280,14 @@ async def rounds(plan: Plan, url: str) -> None:
         "a task round (create, tasks/get until input_required, tasks/update, tasks/get until completed) against an "
         "MRTR round (input_required, retry, result)"
     )
-    samples: dict[str, list[float]] = {"task": [], "mrtr": []}
-    requests: dict[str, int] = {"task": 0, "mrtr": 0}
-    async with httpx.AsyncClient(timeout=30) as task_http, httpx.AsyncClient(timeout=30) as mrtr_http:
-        wires = {"task": Wire(task_http, url), "mrtr": Wire(mrtr_http, url)}
-        drivers = {"task": task_round, "mrtr": mrtr_round}
+    samples: dict[str, list[float]] = {"task": [], "mrtr": [], "floor": []}
+    requests: dict[str, int] = {"task": 0, "mrtr": 0, "floor": 0}
+    async with contextlib.AsyncExitStack() as stack:
+        wires = {side: Wire(await stack.enter_async_context(httpx.AsyncClient(timeout=30)), url) for side in samples}
+        drivers = {"task": task_round, "mrtr": mrtr_round, "floor": floor_request}
         with anyio.fail_after(plan.limit):
             for n in range(plan.warmup + plan.rounds):
-                order = ("task", "mrtr") if n % 2 == 0 else ("mrtr", "task")
+                order = ("task", "mrtr", "floor") if n % 2 == 0 else ("floor", "mrtr", "task")
                 for side in order:
                     before = wires[side].requests
                     started = time.perf_counter()
@@ -280,6 +295,8 @@ async def rounds(plan: Plan, url: str) -> None:
                     if n >= plan.warmup:
                         samples[side].append(time.perf_counter() - started)
                         requests[side] += wires[side].requests - before
+                    elif n == plan.warmup - 1:
+                        wires[side].timings.clear()
     for side in ("mrtr", "task"):
         values = samples[side]
         print(
@@ -288,7 +305,20 @@ async def rounds(plan: Plan, url: str) -> None:
         )
     p50 = statistics.median(samples["task"]) / statistics.median(samples["mrtr"])
     p90 = _p90(samples["task"]) / _p90(samples["mrtr"])
-    print(f"ratio task/mrtr  p50 {p50:.2f}  p90 {p90:.2f}")
+    print(f"ratio task/mrtr  p50 {p50:.2f}  p90 {p90:.2f}   (target p50 <= 1.20)")
+    for side in ("mrtr", "task"):
+        parts = ", ".join(f"{kind} {statistics.median(v) * 1000:.2f}" for kind, v in wires[side].timings.items())
+        print(f"  {side} requests, p50 ms: {parts}")
+    # A task round is four requests where an MRTR round is two (the protocol's shape), and every request pays what
+    # any request costs through this server and this client. Taken off, what is left is each round's own work.
+    floor = statistics.median(samples["floor"])
+    per_round = {side: requests[side] / len(samples[side]) for side in ("task", "mrtr")}
+    own = {side: statistics.median(samples[side]) - per_round[side] * floor for side in ("task", "mrtr")}
+    print(
+        f"floor: a request for an unknown method, p50 {_ms(floor)}; beyond {per_round['task']:.1f} and "
+        f"{per_round['mrtr']:.1f} floors, a task round's own work {_ms(own['task'])} against an MRTR round's "
+        f"{_ms(own['mrtr'])}: {own['task'] / own['mrtr']:.2f}"
+    )
 
 
 async def growth(plan: Plan, url: str, pid: int, database: Path) -> None:

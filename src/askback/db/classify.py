@@ -9,8 +9,7 @@ inside a tool) and the command line all classify here.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 from sqlalchemy import exc as sa_exc
 
@@ -46,15 +45,25 @@ def unavailable_error(
     )
 
 
-@contextmanager
-def reachable(doing: str, *, where: str | None = None) -> Iterator[None]:
-    """Turn "the database is not there" into `StoreUnavailableError`; let every other error through."""
-    try:
-        yield
-    except DRIVER_ERRORS as exc:
-        down = unavailable_error(exc, doing=doing, where=where)
+class reachable:
+    """Turn "the database is not there" into `StoreUnavailableError`; let every other error through. (A class
+    rather than a generator: it is around every transaction.)"""
+
+    __slots__ = ("doing", "where")
+
+    def __init__(self, doing: str, *, where: str | None = None) -> None:
+        self.doing = doing
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is None or not isinstance(exc, DRIVER_ERRORS):
+            return None
+        down = unavailable_error(exc, doing=self.doing, where=self.where)
         if down is None:
-            raise
+            return None
         raise down from exc
 
 

@@ -419,15 +419,13 @@ class _RoundIO:
             # did, its effects first of all, and lets its claim go, so that a retry neither waits out the lease nor
             # runs an effect again. Bounded, so that a store that does not answer cannot hold it. (A shutdown's own
             # cancellation, past its grace, is not an anyio one and is not held off: see docs/deploy.md.)
-            with anyio.CancelScope(shield=True):
-                try:
-                    with anyio.fail_after(self.config.effect_wait):
-                        return await store.flows.finish_flow(record)
-                except TimeoutError:
-                    raise StoreUnavailableError(
-                        f"Could not record the end of the round of {self.handler.tool!r}: the database did not "
-                        f"answer within {self.config.effect_wait:g} seconds. Retry the same request."
-                    ) from None
+            # One scope, shielded and with its own deadline (cheaper than a shield around `fail_after`).
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + self.config.effect_wait):
+                return await store.flows.finish_flow(record)
+            raise StoreUnavailableError(  # reached only when the deadline cancelled the write
+                f"Could not record the end of the round of {self.handler.tool!r}: the database did not "
+                f"answer within {self.config.effect_wait:g} seconds. Retry the same request."
+            )
         except AskbackError as exc:
             if step.strict:
                 return plan.Failed(exc)

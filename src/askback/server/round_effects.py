@@ -89,7 +89,9 @@ class RoundEffects:
         end is still tried, as before."""
         try:
             store = await self.store()
-            with anyio.CancelScope(shield=True), anyio.fail_after(self.wait):
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + self.wait) as scope:
                 await store.flows.record_effect(flow_id, name, outcome, at=self.now)
+            if scope.cancelled_caught:
+                raise TimeoutError
         except (AskbackError, TimeoutError):
             logger.warning("askback could not record effect %r of %s as it ran; the round's end will", name, self.tool)
