@@ -5,7 +5,9 @@
    times its own call, from the moment it starts to the moment it has the token. Printed per store: p50 and p99 over
    every call of every round (after one warm-up round), the worst round's p99, and a round's wall time. SQLite is a
    file in a temporary folder; PostgreSQL is a throwaway cluster started the way tests/infra.py does (skipped, with a
-   message, when PostgreSQL's initdb is not installed).
+   message, when PostgreSQL's initdb is not installed). Once its store is open and its accounts connected, the heap
+   is frozen as a started server's is (`askback.server.heap`, `ASKBACK_GC_FREEZE`); `--no-freeze` leaves it as a
+   server with that setting off has it. The full collections during the measured rounds are printed with each line.
 2. Single-flight: an account connected at a real authorization server (oidc-provider, as the tests run it; signed in
    over plain HTTP, no browser) whose access token has expired (the clock is moved past it), and `--crowd` callers of
    `token()` spread over two keepers on two stores of one database (what two server instances see). Printed: how many
@@ -51,6 +53,7 @@ from askback.accounts.tokens import TokenKeeper, TokenSet
 from askback.accounts.vault import Vault, new_key
 from askback.clock import FrozenClock
 from askback.db.migrate import all_components
+from askback.server.heap import freeze_start_up_heap
 from askback.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +129,7 @@ async def connected(keeper: TokenKeeper, connection: str, tokens: TokenSet, prin
 # --- 1. fetch latency -----------------------------------------------------------------------------------------------
 
 
-async def fetch_latency(kind: str, url: str, *, callers: int, rounds: int, spread: bool) -> None:
+async def fetch_latency(kind: str, url: str, *, callers: int, rounds: int, spread: bool, freeze: bool) -> None:
     """One line of figures: `callers` at once asking for one account's token, or (`spread`) each for its own."""
     store = await Store.open(url, migrate=True, components=all_components())
     clock = FrozenClock()
@@ -145,6 +148,10 @@ async def fetch_latency(kind: str, url: str, *, callers: int, rounds: int, sprea
             await connected(keeper, "bench", tokens, principal=f"bench-{spread}-{i}")
             for i in range(callers if spread else 1)
         ]
+        if freeze:
+            # What a server does once started (`ASKBACK_GC_FREEZE`, on by default): what exists now, the store and its
+            # engine included, is left out of later full collections.
+            freeze_start_up_heap(once=False)
         per_call: list[float] = []
         from_burst: list[float] = []
         walls: list[float] = []
@@ -293,7 +300,9 @@ async def run(args: argparse.Namespace) -> None:
         )
         for kind, url in found:
             for spread in (False, True):
-                await fetch_latency(kind, url, callers=args.callers, rounds=args.rounds, spread=spread)
+                await fetch_latency(
+                    kind, url, callers=args.callers, rounds=args.rounds, spread=spread, freeze=not args.no_freeze
+                )
 
         print("\nsingle-flight: token() of an expired account, refresh requests that reach the provider")
         with contextlib.ExitStack() as stack:
@@ -313,6 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--crowd", type=int, default=100, help="callers of an expired token per round (100)")
     parser.add_argument("--sf-rounds", type=int, default=3, help="single-flight rounds per store (3)")
     parser.add_argument("--no-pg", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--no-freeze", action="store_true", help="leave the heap unfrozen (a server with ASKBACK_GC_FREEZE=false)"
+    )
     parser.add_argument("--quick", action="store_true", help="3 rounds, 1 single-flight round: rough figures")
     args: Any = parser.parse_args(argv)
     if args.quick:

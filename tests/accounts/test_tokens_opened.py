@@ -5,6 +5,7 @@ one statement whatever its size."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -152,5 +153,118 @@ async def test_a_batch_is_one_statement_of_one_text_whatever_its_size(fresh_pg_u
         assert statements[0] == statements[1]  # the ids travel as one array, not one placeholder each
     finally:
         event.remove(store.database.engine.sync_engine, "before_cursor_execute", seen)
+        await keeper.aclose()
+        await store.close()
+
+
+async def test_the_least_recently_used_account_goes_first(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_rows, "OPENED_CACHE_SIZE", 3)
+    a, b, c, d = [await bench.connect(f"user{n}", f"key-{n}") for n in range(4)]
+    for account in (a, b, c, a, d, a):
+        await bench.keeper.token(account)
+    assert bench.vault.opened == 4  # a, b, c, d: a stayed because it was used after b and c
+
+
+async def test_a_row_kept_from_one_read_is_not_opened_again_by_the_other(bench: Bench) -> None:
+    account = await bench.connect("ada", "key-1")
+    connection = bench.keeper.connections["notes"]
+    for _ in range(3):
+        await bench.keeper.token(account)  # on PostgreSQL: the batched read
+        await bench.keeper._rows.read(account.id, connection, join=False)  # the plain read (refresh, revoke)
+    assert bench.vault.opened == 1
+
+
+async def test_a_batch_leader_cancelled_at_once_leaves_nobody_waiting(fresh_pg_url: str) -> None:
+    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
+    vault = CountingVault(new_key())
+    accounts = Accounts(store.database)
+    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
+    bench = Bench(store, accounts, vault, keeper)
+    try:
+        ada, bob = await bench.connect("ada", "key-ada"), await bench.connect("bob", "key-bob")
+        got: dict[str, str] = {}
+
+        async def cancelled_leader() -> None:
+            with anyio.move_on_after(-1):  # a caller whose deadline has already passed
+                await keeper.token(ada)
+
+        async def other() -> None:
+            got["bob"] = (await keeper.token(bob)).access_token
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancelled_leader)
+                tg.start_soon(other)
+            got["ada"] = (await keeper.token(ada)).access_token
+        assert got == {"bob": "key-bob", "ada": "key-ada"}
+        assert not keeper._rows._reading and not keeper._rows._batch
+    finally:
+        await keeper.aclose()
+        await store.close()
+
+
+async def test_an_id_the_database_refuses_fails_only_its_own_caller_and_shows_nobody_elses(fresh_pg_url: str) -> None:
+    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
+    vault = CountingVault(new_key())
+    accounts = Accounts(store.database)
+    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
+    bench = Bench(store, accounts, vault, keeper)
+    try:
+        ada, bob = await bench.connect("ada", "key-ada"), await bench.connect("bob", "key-bob")
+        odd = dataclasses.replace(bob, id="acc\ud800x")  # a lone surrogate: the driver cannot send it
+        out: dict[str, str] = {}
+
+        async def call(tag: str, account: Account) -> None:
+            try:
+                out[tag] = (await keeper.token(account)).access_token
+            except Exception as exc:  # the odd caller's own failure, whatever the driver makes of it
+                out[tag] = f"error: {exc}"
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "ada", ada)  # the batch's first caller
+                tg.start_soon(call, "bob", bob)
+                tg.start_soon(call, "odd", odd)
+        assert out["ada"] == "key-ada" and out["bob"] == "key-bob"
+        assert out["odd"].startswith("error") and ada.id not in out["odd"] and bob.id not in out["odd"]
+    finally:
+        await keeper.aclose()
+        await store.close()
+
+
+async def test_a_read_under_way_when_the_keeper_revokes_keeps_no_plaintext(fresh_pg_url: str) -> None:
+    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
+    vault = CountingVault(new_key())
+    accounts = Accounts(store.database)
+    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
+    bench = Bench(store, accounts, vault, keeper)
+    real_read = store.database.read
+    queried, gate = anyio.Event(), anyio.Event()
+
+    async def held_back(fn: Any, *, doing: str) -> Any:
+        # The real query, then a pause before its rows reach the keeper (a slow network does the same).
+        rows = await real_read(fn, doing=doing)
+        queried.set()
+        await gate.wait()
+        return rows
+
+    try:
+        ada = await bench.connect("ada", "PLAINTEXT-KEY")
+        store.database.read = held_back  # type: ignore[method-assign]
+        got: dict[str, str] = {}
+
+        async def user() -> None:
+            got["token"] = (await keeper.token(ada)).access_token
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(user)
+                await queried.wait()  # the batch read the ACTIVE row
+                await keeper.revoke(ada)
+                gate.set()
+        assert got["token"] == "PLAINTEXT-KEY"  # read before the revocation: that call had it
+        assert ada.id not in keeper._rows._opened
+    finally:
+        store.database.read = real_read  # type: ignore[method-assign]
         await keeper.aclose()
         await store.close()

@@ -43,13 +43,14 @@ _HELD = select(
 ).where(_a.id == bindparam("id"))
 # The same read for every account asked for in one moment (PostgreSQL only: one query instead of one per account;
 # the ids go as one array parameter, so the statement's text is the same whatever their number).
+# The id comes last: the columns before it are `_HELD`'s, so that a row kept from either read matches the other.
 _HELD_MANY = select(
-    _a.id,
     _a.status,
     _a.reason,
     _a.credential,
     select(func.coalesce(func.max(_e.id), 0)).where(_e.account_id == _a.id).scalar_subquery().label("version"),
     *_CLAIM_COLUMNS,
+    _a.id,
 ).where(_a.id == any_(bindparam("ids", type_=ARRAY(sa.String))))
 # How many accounts' opened credentials a keeper keeps (see `TokenRows._held`).
 OPENED_CACHE_SIZE = 4096
@@ -79,6 +80,11 @@ _SET_BACKOFF = (
     .where(_a.id == bindparam("b_id"))
     .values(failures=bindparam("b_failures"), retry_at=bindparam("b_retry_at"))
 )
+
+
+def _key(row: Any) -> tuple[Any, ...]:
+    """Every column `_HELD` read (a SQLAlchemy row, or the SQLite fast path's namespace of them), in its order."""
+    return tuple(vars(row).values()) if isinstance(row, SimpleNamespace) else tuple(row)
 
 
 @dataclass
@@ -113,6 +119,8 @@ class TokenRows:
         self._batched = accounts.database.engine.dialect.name == "postgresql"
         # account id -> (the row as read, the connection it was read for, what it held): see `_held`.
         self._opened: dict[str, tuple[tuple[Any, ...], Connection, Held | None]] = {}
+        # Moved on by every `forget`: a read that began before one keeps nothing (it may hold what was forgotten).
+        self._forgets = 0
 
     async def read(self, account_id: str, connection: Connection, *, join: bool = True) -> Held | None:
         """What the database holds for the account. Callers that look at one account at the same moment share one
@@ -140,10 +148,12 @@ class TokenRows:
             if join:
                 self._reading[account_id] = flight
             try:
+                forgets = self._forgets
                 row = await self.accounts.database.transaction(
                     lambda conn: conn.execute(_HELD, {"id": account_id}).first(), doing=f"read account {account_id!r}"
                 )
-                flight.held, flight.ok = self._held(account_id, connection, row), True
+                key = None if row is None else _key(row)
+                flight.held, flight.ok = self._held(account_id, connection, row, key, forgets), True
                 return flight.held
             finally:
                 if self._reading.get(account_id) is flight:
@@ -154,12 +164,16 @@ class TokenRows:
 
     async def _read_batch(self) -> None:
         """Read every account queued in this moment with one query. The first caller queues, lets the others that are
-        ready run up to their own read (one checkpoint), then reads for all of them."""
+        ready run up to their own read (one checkpoint), then reads for all of them. Whatever happens to it (its
+        caller cancelled at the checkpoint, the query failing), every caller of the batch is woken, and one whose
+        account was not read reads it again alone."""
+        batch: dict[str, tuple[_Read, Connection]] = {}
         try:
-            await anyio.lowlevel.checkpoint()
-        finally:
-            batch, self._batch = self._batch, {}
-        try:
+            try:
+                await anyio.lowlevel.checkpoint()
+            finally:
+                batch, self._batch = self._batch, {}
+            forgets = self._forgets
             with anyio.CancelScope(shield=True):
                 rows = await self.accounts.database.read(
                     lambda conn: conn.execute(_HELD_MANY, {"ids": list(batch)}).all(),
@@ -167,10 +181,14 @@ class TokenRows:
                 )
             by_id = {row.id: row for row in rows}
             for account_id, (flight, connection) in batch.items():
+                row = by_id.get(account_id)
+                key = None if row is None else tuple(row)[:-1]  # without the id, as `_HELD` reads it
                 try:
-                    flight.held, flight.ok = self._held(account_id, connection, by_id.get(account_id)), True
+                    flight.held, flight.ok = self._held(account_id, connection, row, key, forgets), True
                 except Exception:
                     flight.ok = False
+        except Exception:
+            pass  # every caller reads its own account again alone, and gets its own answer or error
         finally:
             for account_id, (flight, _) in batch.items():
                 if self._reading.get(account_id) is flight:
@@ -178,30 +196,34 @@ class TokenRows:
                 flight.done.set()
 
     def forget(self, account_id: str) -> None:
-        """Drop what `_held` kept of the account (its opened credential), once this keeper changed its row."""
+        """Drop what `_held` kept of the account (its opened credential), once this keeper changed its row; reads
+        under way keep nothing of what they bring back."""
+        self._forgets += 1
         self._opened.pop(account_id, None)
 
-    def _held(self, account_id: str, connection: Connection, row: Any) -> Held | None:
+    def _held(
+        self, account_id: str, connection: Connection, row: Any, key: tuple[Any, ...] | None, forgets: int
+    ) -> Held | None:
         """What `row` holds, its credential opened. The last one per account is kept: the same row read again (the
-        same sealed bytes, status, version, backoff and claim) holds the same, so it is not opened again. A row that
-        differs in anything is opened afresh (and authenticated for this account by the vault), and the account's
-        entry replaced; at most `OPENED_CACHE_SIZE` accounts are kept, the oldest dropped first."""
-        if row is None:
-            self._opened.pop(account_id, None)
+        same sealed bytes, status, version, backoff and claim: `key`) holds the same, so it is not opened again. A row
+        that differs in anything is opened afresh (and authenticated for this account by the vault), and the
+        account's entry replaced; at most `OPENED_CACHE_SIZE` accounts are kept, the least recently used dropped
+        first. A read that began before a `forget` (`forgets` is the count it saw) keeps nothing."""
+        kept = self._opened.pop(account_id, None)
+        if row is None or key is None:
             return None
-        # Every column read (a SQLAlchemy row, or the SQLite fast path's namespace of them).
-        key = tuple(vars(row).values()) if isinstance(row, SimpleNamespace) else tuple(row)
-        kept = self._opened.get(account_id)
         if kept is not None and kept[1] is connection and kept[0] == key:
-            return kept[2]
-        held = self._open(account_id, connection, row)
-        self._opened.pop(account_id, None)
-        if len(self._opened) >= OPENED_CACHE_SIZE:
-            del self._opened[next(iter(self._opened))]
-        self._opened[account_id] = (key, connection, held)
+            held = kept[2]
+        else:
+            held = self._open(account_id, connection, row)
+        if forgets == self._forgets:
+            if len(self._opened) >= OPENED_CACHE_SIZE:
+                del self._opened[next(iter(self._opened))]
+            self._opened[account_id] = (key, connection, held)  # last: the most recently used
         return held
 
     def _open(self, account_id: str, connection: Connection, row: Any) -> Held:
+        """`row` as `Held`, its credential opened by the vault for this account."""
         tokens = None
         if row.credential is not None:
             stored = self.vault.open(account_id, row.credential)
