@@ -5,6 +5,7 @@ one statement whatever its size."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator
@@ -63,9 +64,9 @@ class Bench:
         return account
 
 
-@pytest.fixture
-async def bench(any_database: str) -> AsyncIterator[Bench]:
-    store = await Store.open(any_database, migrate=True, components=all_components())
+@contextlib.asynccontextmanager
+async def _bench(url: str) -> AsyncIterator[Bench]:
+    store = await Store.open(url, migrate=True, components=all_components())
     vault = CountingVault(new_key())
     accounts = Accounts(store.database)
     keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
@@ -74,6 +75,19 @@ async def bench(any_database: str) -> AsyncIterator[Bench]:
     finally:
         await keeper.aclose()
         await store.close()
+
+
+@pytest.fixture
+async def bench(any_database: str) -> AsyncIterator[Bench]:
+    async with _bench(any_database) as made:
+        yield made
+
+
+@pytest.fixture
+async def pg_bench(fresh_pg_url: str) -> AsyncIterator[Bench]:
+    """On PostgreSQL only: where callers of one moment are read in one batch."""
+    async with _bench(fresh_pg_url) as made:
+        yield made
 
 
 async def test_the_same_row_read_again_is_not_opened_again(bench: Bench) -> None:
@@ -130,12 +144,8 @@ async def test_what_is_kept_is_bounded_and_dropped_when_the_keeper_changes_the_a
     assert held is not None and held.tokens is None
 
 
-async def test_a_batch_is_one_statement_of_one_text_whatever_its_size(fresh_pg_url: str) -> None:
-    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
-    vault = CountingVault(new_key())
-    accounts = Accounts(store.database)
-    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
-    bench = Bench(store, accounts, vault, keeper)
+async def test_a_batch_is_one_statement_of_one_text_whatever_its_size(pg_bench: Bench) -> None:
+    bench, store, keeper = pg_bench, pg_bench.store, pg_bench.keeper
     statements: list[str] = []
 
     def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -153,8 +163,6 @@ async def test_a_batch_is_one_statement_of_one_text_whatever_its_size(fresh_pg_u
         assert statements[0] == statements[1]  # the ids travel as one array, not one placeholder each
     finally:
         event.remove(store.database.engine.sync_engine, "before_cursor_execute", seen)
-        await keeper.aclose()
-        await store.close()
 
 
 async def test_the_least_recently_used_account_goes_first(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,70 +182,50 @@ async def test_a_row_kept_from_one_read_is_not_opened_again_by_the_other(bench: 
     assert bench.vault.opened == 1
 
 
-async def test_a_batch_leader_cancelled_at_once_leaves_nobody_waiting(fresh_pg_url: str) -> None:
-    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
-    vault = CountingVault(new_key())
-    accounts = Accounts(store.database)
-    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
-    bench = Bench(store, accounts, vault, keeper)
-    try:
-        ada, bob = await bench.connect("ada", "key-ada"), await bench.connect("bob", "key-bob")
-        got: dict[str, str] = {}
+async def test_a_batch_leader_cancelled_at_once_leaves_nobody_waiting(pg_bench: Bench) -> None:
+    bench, keeper = pg_bench, pg_bench.keeper
+    ada, bob = await bench.connect("ada", "key-ada"), await bench.connect("bob", "key-bob")
+    got: dict[str, str] = {}
 
-        async def cancelled_leader() -> None:
-            with anyio.move_on_after(-1):  # a caller whose deadline has already passed
-                await keeper.token(ada)
+    async def cancelled_leader() -> None:
+        with anyio.move_on_after(-1):  # a caller whose deadline has already passed
+            await keeper.token(ada)
 
-        async def other() -> None:
-            got["bob"] = (await keeper.token(bob)).access_token
+    async def other() -> None:
+        got["bob"] = (await keeper.token(bob)).access_token
 
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(cancelled_leader)
-                tg.start_soon(other)
-            got["ada"] = (await keeper.token(ada)).access_token
-        assert got == {"bob": "key-bob", "ada": "key-ada"}
-        assert not keeper._rows._reading and not keeper._rows._batch
-    finally:
-        await keeper.aclose()
-        await store.close()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled_leader)
+            tg.start_soon(other)
+        got["ada"] = (await keeper.token(ada)).access_token
+    assert got == {"bob": "key-bob", "ada": "key-ada"}
+    assert not keeper._rows._reading and not keeper._rows._batch
 
 
-async def test_an_id_the_database_refuses_fails_only_its_own_caller_and_shows_nobody_elses(fresh_pg_url: str) -> None:
-    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
-    vault = CountingVault(new_key())
-    accounts = Accounts(store.database)
-    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
-    bench = Bench(store, accounts, vault, keeper)
-    try:
-        ada, bob = await bench.connect("ada", "key-ada"), await bench.connect("bob", "key-bob")
-        odd = dataclasses.replace(bob, id="acc\ud800x")  # a lone surrogate: the driver cannot send it
-        out: dict[str, str] = {}
+async def test_an_id_the_database_refuses_fails_only_its_own_caller_and_shows_nobody_elses(pg_bench: Bench) -> None:
+    bench, keeper = pg_bench, pg_bench.keeper
+    ada, bob = await bench.connect("ada", "key-ada"), await bench.connect("bob", "key-bob")
+    odd = dataclasses.replace(bob, id="acc\ud800x")  # a lone surrogate: the driver cannot send it
+    out: dict[str, str] = {}
 
-        async def call(tag: str, account: Account) -> None:
-            try:
-                out[tag] = (await keeper.token(account)).access_token
-            except Exception as exc:  # the odd caller's own failure, whatever the driver makes of it
-                out[tag] = f"error: {exc}"
+    async def call(tag: str, account: Account) -> None:
+        try:
+            out[tag] = (await keeper.token(account)).access_token
+        except Exception as exc:  # the odd caller's own failure, whatever the driver makes of it
+            out[tag] = f"error: {exc}"
 
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call, "ada", ada)  # the batch's first caller
-                tg.start_soon(call, "bob", bob)
-                tg.start_soon(call, "odd", odd)
-        assert out["ada"] == "key-ada" and out["bob"] == "key-bob"
-        assert out["odd"].startswith("error") and ada.id not in out["odd"] and bob.id not in out["odd"]
-    finally:
-        await keeper.aclose()
-        await store.close()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "ada", ada)  # the batch's first caller
+            tg.start_soon(call, "bob", bob)
+            tg.start_soon(call, "odd", odd)
+    assert out["ada"] == "key-ada" and out["bob"] == "key-bob"
+    assert out["odd"].startswith("error") and ada.id not in out["odd"] and bob.id not in out["odd"]
 
 
-async def test_a_read_under_way_when_the_keeper_revokes_keeps_no_plaintext(fresh_pg_url: str) -> None:
-    store = await Store.open(fresh_pg_url, migrate=True, components=all_components())
-    vault = CountingVault(new_key())
-    accounts = Accounts(store.database)
-    keeper = TokenKeeper(accounts, vault, Connections([ApiKeyConnection(name="notes")]), clock=SystemClock())
-    bench = Bench(store, accounts, vault, keeper)
+async def test_a_read_under_way_when_the_keeper_revokes_keeps_no_plaintext(pg_bench: Bench) -> None:
+    bench, store, keeper = pg_bench, pg_bench.store, pg_bench.keeper
     real_read = store.database.read
     queried, gate = anyio.Event(), anyio.Event()
 
@@ -266,5 +254,3 @@ async def test_a_read_under_way_when_the_keeper_revokes_keeps_no_plaintext(fresh
         assert ada.id not in keeper._rows._opened
     finally:
         store.database.read = real_read  # type: ignore[method-assign]
-        await keeper.aclose()
-        await store.close()
