@@ -53,7 +53,7 @@ from askback.accounts.tokens import TokenKeeper, TokenSet
 from askback.accounts.vault import Vault, new_key
 from askback.clock import FrozenClock
 from askback.db.migrate import all_components
-from askback.server.heap import freeze_start_up_heap
+from askback.server.heap import frozen_while_running
 from askback.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,16 +142,16 @@ async def fetch_latency(kind: str, url: str, *, callers: int, rounds: int, sprea
         token_url="http://127.0.0.1:9/token",
     )
     keeper = TokenKeeper(Accounts(store.database), Vault(new_key()), Connections([connection]), clock=clock)
+    running = contextlib.ExitStack()
     try:
         tokens = TokenSet("at-" + new_state(), refresh_token="rt-" + new_state(), expires_at=clock.now() + 86400)
         accounts = [
             await connected(keeper, "bench", tokens, principal=f"bench-{spread}-{i}")
             for i in range(callers if spread else 1)
         ]
-        if freeze:
-            # What a server does once started (`ASKBACK_GC_FREEZE`, on by default): what exists now, the store and its
-            # engine included, is left out of later full collections.
-            freeze_start_up_heap(once=False)
+        # What a server does once started (`ASKBACK_GC_FREEZE`, on by default): what exists now, the store and its
+        # engine included, is left out of full collections until it stops.
+        running.enter_context(frozen_while_running(freeze))
         per_call: list[float] = []
         from_burst: list[float] = []
         walls: list[float] = []
@@ -190,6 +190,7 @@ async def fetch_latency(kind: str, url: str, *, callers: int, rounds: int, sprea
             f"   (target p99 <= {target:g} ms: {verdict})"
         )
     finally:
+        running.close()
         await keeper.aclose()
         await store.close()
 

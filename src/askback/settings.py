@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     # event, or none, and the level of those records. A setting of the process, applied by each `Askback(...)`.
     audit_log: Literal["round", "event", "off"] = "round"
     audit_log_level: Literal["debug", "info", "warning"] = "info"
-    # Once the HTTP app has started (its store open), the objects built until then are left out of Python's full
+    # While the HTTP app runs, the objects built until it started (its store open) are left out of Python's full
     # garbage collections (`gc.freeze`), which otherwise stop the event loop for tens of milliseconds each.
     gc_freeze: bool = True
     # Connected accounts: the vault's own key ring (`askback vault new-key`; never the state keys), the connections

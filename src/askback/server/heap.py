@@ -1,26 +1,41 @@
 """The serving process's heap. Python's full garbage collection walks every object the process holds; an askback
 server holds a few hundred thousand once started (SQLAlchemy, the SDK's and askback's pydantic models, their
 validators), and one full collection then stops the event loop for tens of milliseconds, which every request under
-way at that moment waits out. Frozen once the app has started (`gc.freeze`), those objects are left out of every
-later collection: they live as long as the process anyway. Garbage made later is collected as before."""
+way at that moment waits out. Frozen while the app runs (`gc.freeze`), those objects are left out of every
+collection; garbage made later is collected as before. When the last app of the process stops, they are handed back
+to the collector (`gc.unfreeze`), so that a process that goes on (an embedding program, a test run) frees them."""
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["freeze_start_up_heap"]
+__all__ = ["freeze_start_up_heap", "frozen_while_running"]
 
-_frozen = False
+_running = 0
 
 
-def freeze_start_up_heap(*, once: bool = True) -> bool:
-    """Collect what is garbage now, then leave every object still alive out of later collections. With `once` (the
-    app's start-up), only the first call in a process does it (a process that starts several apps, a test run, does
-    not freeze what later apps leave behind). True when it froze."""
-    global _frozen
-    if once and _frozen:
-        return False
+def freeze_start_up_heap() -> None:
+    """Collect what is garbage now, then leave every object still alive out of later collections."""
     gc.collect()
     gc.freeze()
-    _frozen = True
-    return True
+
+
+@contextmanager
+def frozen_while_running(enabled: bool = True) -> Iterator[None]:
+    """Around a started app: the first app of the process to start freezes the heap (others started meanwhile freeze
+    nothing more: what they add stays collectable), and the last one to stop unfreezes it."""
+    global _running
+    if not enabled:
+        yield
+        return
+    if _running == 0:
+        freeze_start_up_heap()
+    _running += 1
+    try:
+        yield
+    finally:
+        _running -= 1
+        if _running == 0:
+            gc.unfreeze()

@@ -56,7 +56,7 @@ from askback.server.auth import (
     Signed,
     auth_error_for,
 )
-from askback.server.heap import freeze_start_up_heap
+from askback.server.heap import frozen_while_running
 from askback.web.asgi import API_HEADERS, AllowedHosts, HostGuard, OriginGuard, SecurityHeaders, served_origin
 
 __all__ = ["DemoTokenVerifier", "Mounted", "build_app"]
@@ -206,9 +206,8 @@ def build_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await server.store()
         async with mcp_app.router.lifespan_context(mcp_app):
-            if server.settings.gc_freeze:
-                freeze_start_up_heap()
-            yield
+            with frozen_while_running(server.settings.gc_freeze):
+                yield
         await server.aclose()
 
     # Closed by whoever runs the app when it begins to stop (`askback serve` does): see `_listen_streams`.
