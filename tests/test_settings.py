@@ -46,6 +46,15 @@ def test_bad_settings_are_refused_naming_what_to_fix(field: str, value: object, 
     assert str(value) not in str(err.value)  # a key is never echoed
 
 
+@pytest.mark.parametrize("value", ["inf", "Infinity", "-inf", "nan", "1e400"])
+@pytest.mark.parametrize("name", ["ASKBACK_EFFECT_WAIT", "ASKBACK_FLOW_DEADLINE", "ASKBACK_TASK_LEASE"])
+def test_a_duration_without_end_is_refused(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    # A wait of `inf` would let a round's end wait for ever on a database that never answers.
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match=f"{name}: Input should be a finite number"):
+        load_settings()
+
+
 def test_settings_come_from_askback_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASKBACK_MAX_ROUNDS", "3")
     monkeypatch.setenv("ASKBACK_FLOW_DEADLINE", "60")

@@ -50,7 +50,8 @@ _MIN_KEY_LEN = 32
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ASKBACK_", extra="ignore", frozen=True)
+    # No setting is a duration or a count without end: `inf` and `nan` are refused wherever a number is read.
+    model_config = SettingsConfigDict(env_prefix="ASKBACK_", extra="ignore", frozen=True, allow_inf_nan=False)
 
     state_keys: SecretStr | None = None
     database_url: str = "sqlite:///askback.db"

@@ -1,9 +1,10 @@
 """One answer to "does this driver error mean the database is not there?", for every caller.
 
-A database that is down, unreachable, refusing logins or shutting down is `StoreUnavailableError` (retryable, the
-cause chained, no password and no statement parameters in the message); every other error (a bad statement, a
-constraint) is a defect and goes through unchanged. The store, the round executor (an application's own queries
-inside a tool) and the command line all classify here.
+A database that is down, unreachable, refusing logins or shutting down (on SQLite: a file that cannot be opened,
+stays locked, is not a database, is corrupt, read-only or full, or a disk error) is `StoreUnavailableError`
+(retryable, the cause chained, no password and no statement parameters in the message); every other error (a bad
+statement, a missing table, a constraint) is a defect and goes through unchanged. The store, the round executor (an
+application's own queries inside a tool) and the command line all classify here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from askback.errors import StoreUnavailableError
 __all__ = ["DRIVER_ERRORS", "first_line", "is_busy", "reachable", "unavailable_error"]
 
 # What a driver raises, wrapped by SQLAlchemy or not: the errors worth classifying.
-DRIVER_ERRORS = (sa_exc.DBAPIError, sa_exc.TimeoutError, OSError, sqlite3.OperationalError)
+DRIVER_ERRORS = (sa_exc.DBAPIError, sa_exc.TimeoutError, OSError, sqlite3.DatabaseError)
 
 # SQLSTATE classes that mean "the server could not be reached or would not let us in", not "bad statement":
 # 08 connection exception, 28 invalid authorization, 3D no such database, 53 insufficient resources,
@@ -67,7 +68,18 @@ class reachable:
         raise down from exc
 
 
+# SQLite's primary result codes that mean "the file cannot be used now", not "bad statement" (SQLITE_ERROR, 1: a
+# syntax error, no such table or column): PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN,
+# PROTOCOL, AUTH, NOTADB.
+_UNAVAILABLE_SQLITE_CODES = frozenset({3, 5, 6, 7, 8, 10, 11, 13, 14, 15, 23, 26})
+
+
 def _means_unavailable(exc: BaseException) -> bool:
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    if isinstance(orig, sqlite3.Error):
+        code = getattr(orig, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code & 0xFF in _UNAVAILABLE_SQLITE_CODES
     if isinstance(exc, OSError | sa_exc.TimeoutError | sa_exc.OperationalError | sa_exc.InterfaceError):
         return True
     if isinstance(exc, sqlite3.OperationalError):
