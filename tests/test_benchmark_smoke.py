@@ -22,6 +22,7 @@ PENDING = ROOT / "benchmarks" / "bench_pending.py"
 TASKS = ROOT / "benchmarks" / "bench_tasks.py"
 APPROVALS = ROOT / "benchmarks" / "bench_approvals.py"
 STATEMENTS = ROOT / "benchmarks" / "bench_statements.py"
+ROUND_COST = ROOT / "benchmarks" / "bench_round_cost.py"
 SCALEOUT_CONFIGS = (
     "(a) askback-sqlite-1",
     "(b) askback-pg-1",
@@ -113,3 +114,16 @@ def test_statements_benchmark_runs_quick_and_prints_a_count_for_every_round_of_e
     assert lines[0].startswith("shape") and "sqlite stmts/tx" in lines[0], output
     for shape in ("no question", "write (form + effect)", "confirm", "replayed answer", "task (confirm + effect)"):
         assert any(line.startswith(shape) and re.search(r"\d+ / \d+", line) for line in lines), output
+
+
+def test_round_cost_benchmark_splits_each_shape_and_checks_its_replays() -> None:
+    lines, output = quick(ROUND_COST)
+    for shape in ("write", "deploy"):
+        assert any(line.startswith(f"{shape}: ") and "p50 per flow" in line for line in lines), output
+    for side in ("askback", "askback-2", "bare+ledger"):  # flow, store, audit log, the rest
+        assert sum(re.match(rf"{re.escape(side)} +\d+ +\d+ +\d+ +-?\d+$", line) is not None for line in lines) == 2, (
+            output
+        )
+    assert sum("noise floor askback/askback-2" in line and "store" in line for line in lines) == 2, output
+    assert sum(line.endswith("askback yes, askback-2 yes, bare+ledger yes") for line in lines) == 2, output
+    assert any(line.startswith("deployments recorded by bare+ledger: ") for line in lines), output
