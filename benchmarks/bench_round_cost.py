@@ -38,8 +38,10 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the test suite's in-process requests
 
 import bench_flow as bf
+from tests._asgi import post_scope
 
 import askback.server.round as round_module
 from askback.server.http import build_app
@@ -85,8 +87,6 @@ class Side:
         self.app = app
         self.shape = shape
         self.bodies = bf.raw_bodies(shape)
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in bf.raw_headers(shape.tool).items()]
-        self.headers.append((b"host", b"127.0.0.1:8000"))
         self.store = store
         self.log = log
         self.flows: list[tuple[int, int, int]] = []  # (total, store, log) ns
@@ -94,21 +94,7 @@ class Side:
 
     async def post(self, body: bytes) -> dict[str, Any]:
         sent: list[dict[str, Any]] = []
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/mcp",
-            "raw_path": b"/mcp",
-            "root_path": "",
-            "query_string": b"",
-            "headers": list(self.headers),
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 8000),
-            "state": {},
-        }
+        scope = post_scope(self.shape.tool)  # the headers of bench_flow.raw_headers, and a Host
 
         async def receive() -> dict[str, Any]:
             return {"type": "http.request", "body": body, "more_body": False}
