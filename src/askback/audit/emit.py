@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 from collections.abc import Iterable, Sequence
@@ -131,13 +132,17 @@ def _fields(events: Sequence[AuditEvent]) -> dict[str, Any]:
     return fields
 
 
+# A word shown as it is: no whitespace (`\s` is exactly `str.isspace`), no quote, `=`, comma or backslash.
+_PLAIN = re.compile(r'[^\s"=,\\]+')
+
+
 def _word(value: object) -> str:
     """A value as the message's `key=value` shows it: a plain word as it is, anything else (a space, an `=`, a
     comma, a quote, nothing at all) quoted and escaped as JSON, so that text from a request cannot forge a field."""
     if value is None:
         return "None"
     text = str(value)
-    if text and not any(c.isspace() or c in '"=,\\' for c in text):
+    if _PLAIN.fullmatch(text):
         return text
     return json.dumps(text, ensure_ascii=False)
 
