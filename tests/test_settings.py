@@ -55,6 +55,34 @@ def test_a_duration_without_end_is_refused(monkeypatch: pytest.MonkeyPatch, name
         load_settings()
 
 
+@pytest.mark.parametrize(
+    ("name", "most"),
+    [
+        ("ASKBACK_FLOW_DEADLINE", "2592000"),
+        ("ASKBACK_EFFECT_LEASE", "2592000"),
+        ("ASKBACK_ANSWER_WAIT", "2592000"),
+        ("ASKBACK_TASK_TTL", "2147483"),
+        ("ASKBACK_TASK_POLL_INTERVAL", "3600000"),
+    ],
+)
+def test_a_duration_is_taken_up_to_its_limit_and_refused_past_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, most: str
+) -> None:
+    monkeypatch.setenv(name, most)
+    assert float(getattr(load_settings(), name.removeprefix("ASKBACK_").lower())) == float(most)
+    monkeypatch.setenv(name, str(int(most) + 1))
+    with pytest.raises(ConfigurationError, match=f"{name}: Input should be less than or equal to"):
+        load_settings()
+
+
+def test_the_longest_task_ttl_fits_the_32_bit_column_of_its_milliseconds() -> None:
+    from askback.store.models import TaskRow
+
+    most = load_settings(task_ttl=2147483).task_ttl
+    assert TaskRow.__table__.c.ttl_ms.type.python_type is int
+    assert int(most * 1000) <= 2**31 - 1  # PostgreSQL's `integer`, as the column is created
+
+
 def test_settings_come_from_askback_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASKBACK_MAX_ROUNDS", "3")
     monkeypatch.setenv("ASKBACK_FLOW_DEADLINE", "60")

@@ -47,6 +47,10 @@ from askback.errors import ConfigurationError
 __all__ = ["Settings", "load_settings"]
 
 _MIN_KEY_LEN = 32
+# The longest any wait, lease or lifetime may be: 30 days. A task's lifetime is kept in milliseconds in a 32-bit
+# column, so its own limit is the most that fits (about 24.8 days).
+_MAX_SECONDS = 30 * 86400.0
+_MAX_TASK_TTL = (2**31 - 1) // 1000
 
 
 class Settings(BaseSettings):
@@ -56,11 +60,11 @@ class Settings(BaseSettings):
     state_keys: SecretStr | None = None
     database_url: str = "sqlite:///askback.db"
     server_name: str | None = None
-    flow_deadline: float = Field(default=900.0, gt=0)
-    state_grace: float = Field(default=300.0, ge=0)
+    flow_deadline: float = Field(default=900.0, gt=0, le=_MAX_SECONDS)
+    state_grace: float = Field(default=300.0, ge=0, le=_MAX_SECONDS)
     max_rounds: int = Field(default=8, ge=1, le=100)
-    effect_wait: float = Field(default=10.0, gt=0)
-    effect_lease: float = Field(default=300.0, gt=0)
+    effect_wait: float = Field(default=10.0, gt=0, le=_MAX_SECONDS)
+    effect_lease: float = Field(default=300.0, gt=0, le=_MAX_SECONDS)
     max_pending_pushes: int = Field(default=1000, ge=1)
     max_pending_pushes_per_session: int = Field(default=8, ge=1)
     answers: Literal["state", "server"] = "state"
@@ -68,9 +72,9 @@ class Settings(BaseSettings):
     expose: Literal["direct", "meta", "both"] = "direct"
     # Tasks (`tool(task=...)`): how long one is kept, how often a client should poll it, and how long the lease of
     # the instance running it lasts without renewal.
-    task_ttl: float = Field(default=3600.0, gt=0)
-    task_poll_interval: int = Field(default=1000, ge=1)
-    task_lease: float = Field(default=30.0, gt=0)
+    task_ttl: float = Field(default=3600.0, gt=0, le=_MAX_TASK_TTL)
+    task_poll_interval: int = Field(default=1000, ge=1, le=3_600_000)
+    task_lease: float = Field(default=30.0, gt=0, le=_MAX_SECONDS)
     # How many tasks one principal may hold that have not ended: one more is refused (held for the TTL otherwise).
     tasks_per_principal: int = Field(default=100, ge=1)
     demo_auth: bool = False
@@ -88,9 +92,9 @@ class Settings(BaseSettings):
     # at the provider and come back, and how early a token is refreshed before it expires.
     vault_keys: SecretStr | None = None
     connections_file: str | None = None
-    link_ttl: float = Field(default=600.0, gt=0)
-    provider_visit_ttl: float = Field(default=1800.0, gt=0)
-    refresh_leeway: float = Field(default=60.0, ge=0)
+    link_ttl: float = Field(default=600.0, gt=0, le=_MAX_SECONDS)
+    provider_visit_ttl: float = Field(default=1800.0, gt=0, le=_MAX_SECONDS)
+    refresh_leeway: float = Field(default=60.0, ge=0, le=_MAX_SECONDS)
     # How many accounts one principal may hold whose link was issued and never connected (PENDING, any connection).
     pending_accounts_per_principal: int = Field(default=20, ge=1)
     # Approvals: how many requests one principal may hold that nobody has decided yet (pending, any tool).
@@ -103,11 +107,11 @@ class Settings(BaseSettings):
     # calls declare the tasks extension (so a server may run one as a task), how long a call waits for a task it asked
     # to cancel to end, how long a resume stays claimed by a process that stopped half-way, and whether loopback http
     # links are shown.
-    answer_wait: float = Field(default=86400.0, gt=0)
+    answer_wait: float = Field(default=86400.0, gt=0, le=_MAX_SECONDS)
     call_max_rounds: int = Field(default=10, ge=1, le=100)
     call_tasks: bool = True
-    call_cancel_wait: float = Field(default=600.0, gt=0)
-    resume_lease: float = Field(default=120.0, gt=0)
+    call_cancel_wait: float = Field(default=600.0, gt=0, le=_MAX_SECONDS)
+    resume_lease: float = Field(default=120.0, gt=0, le=_MAX_SECONDS)
     development: bool = False
     # The command line: a crash's traceback is printed too (`askback --debug`).
     debug: bool = False

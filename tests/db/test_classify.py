@@ -19,6 +19,10 @@ pytestmark = pytest.mark.anyio
 SYNTAX = sa.text("SELEC 1")
 MISSING_TABLE = sa.text("SELECT n FROM no_such_table")
 MISSING_COLUMN = sa.text("SELECT no_such_column")
+CREATE = sa.text("CREATE TABLE marks (n integer primary key, s text)")
+PAGES = sa.text("PRAGMA page_count")
+INSERT = sa.text("INSERT INTO marks (s) VALUES (:s)")
+COUNT = sa.text("SELECT count(*) FROM marks")
 
 
 @pytest.mark.parametrize("statement", [SYNTAX, MISSING_TABLE, MISSING_COLUMN], ids=["syntax", "table", "column"])
@@ -74,3 +78,31 @@ def test_an_sqlite_syntax_error_goes_through_as_it_is() -> None:
         sqlite3.connect(":memory:") as db,
     ):
         db.execute("SELEC 1")
+
+
+async def test_an_sqlite_file_full_in_the_middle_of_a_transaction_is_unavailable_and_the_connection_goes_on(
+    tmp_path: Path,
+) -> None:
+    # SQLite rolls a transaction back itself when the file cannot grow: the error that ended it is the one reported,
+    # and the next transaction runs (no transaction is left open on the connection).
+    database = await Database.open(f"sqlite:///{tmp_path / 'a.db'}", components=(), migrate=False, check=False)
+    try:
+        await database.transaction(lambda conn: conn.execute(CREATE), doing="create")
+        pages = await database.transaction(lambda conn: conn.execute(PAGES).scalar(), doing="count pages")
+        await database.transaction(
+            lambda conn: conn.execute(sa.text(f"PRAGMA max_page_count = {pages + 2}")), doing="cap"
+        )
+
+        def fill(conn: Any) -> None:
+            for _ in range(50):
+                conn.execute(INSERT, {"s": "x" * 3000})
+
+        with pytest.raises(StoreUnavailableError, match="database or disk is full") as caught:
+            await database.transaction(fill, doing="fill the file")
+        assert getattr(caught.value.__cause__, "sqlite_errorcode", 0) & 0xFF == 13  # SQLITE_FULL
+        assert await database.transaction(lambda conn: conn.execute(COUNT).scalar(), doing="count") == 0
+        await database.transaction(lambda conn: conn.execute(sa.text("PRAGMA max_page_count = 1000000")), doing="uncap")
+        await database.transaction(lambda conn: conn.execute(INSERT, {"s": "fits"}), doing="write")
+        assert await database.transaction(lambda conn: conn.execute(COUNT).scalar(), doing="count") == 1
+    finally:
+        await database.close()

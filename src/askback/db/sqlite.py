@@ -9,6 +9,7 @@ SQLAlchemy's: nothing is written twice, and the PostgreSQL path runs the same fu
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
@@ -70,10 +71,15 @@ class RawConnection:
         self._db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
         try:
             result = fn(self)
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            # After some errors (a full disk, an I/O error) SQLite has already rolled the transaction back: only one
+            # still open is rolled back here, and a failure to do so never hides the error that ended it. A failed
+            # COMMIT is rolled back too, so that the connection is left outside any transaction.
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
         return result
 
     def execute(
