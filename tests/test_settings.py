@@ -60,6 +60,7 @@ def test_a_duration_without_end_is_refused(monkeypatch: pytest.MonkeyPatch, name
     [
         ("ASKBACK_FLOW_DEADLINE", "2592000"),
         ("ASKBACK_EFFECT_LEASE", "2592000"),
+        ("ASKBACK_EFFECT_WAIT", "3600"),
         ("ASKBACK_ANSWER_WAIT", "2592000"),
         ("ASKBACK_TASK_TTL", "2147483"),
         ("ASKBACK_TASK_POLL_INTERVAL", "3600000"),

@@ -63,7 +63,8 @@ class Settings(BaseSettings):
     flow_deadline: float = Field(default=900.0, gt=0, le=_MAX_SECONDS)
     state_grace: float = Field(default=300.0, ge=0, le=_MAX_SECONDS)
     max_rounds: int = Field(default=8, ge=1, le=100)
-    effect_wait: float = Field(default=10.0, gt=0, le=_MAX_SECONDS)
+    # A replay's wait, and the bound on writing a round's end: at most an hour.
+    effect_wait: float = Field(default=10.0, gt=0, le=3600)
     effect_lease: float = Field(default=300.0, gt=0, le=_MAX_SECONDS)
     max_pending_pushes: int = Field(default=1000, ge=1)
     max_pending_pushes_per_session: int = Field(default=8, ge=1)

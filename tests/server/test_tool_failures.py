@@ -16,9 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import InputRequiredResult
+from mcp_types import CallToolResult, InputRequiredResult
+from sqlalchemy.ext.asyncio import create_async_engine
 from tests.server._tasks import call, serving_tasks, until_status
 
 from askback import Askback, Confirm, DefinitionError, Flow, Link
@@ -238,3 +240,43 @@ async def test_a_served_call_refused_for_a_typed_confirmation_without_expect_lea
     assert [(r["logger"], r["tool"], r["error"]) for r in errors] == [("askback", "delete_project", "DefinitionError")]
     assert "served_failures.py" in errors[0]["exception"]
     assert SECRET_ARGUMENT not in log.read_text()
+
+
+@pytest.mark.parametrize(
+    "raised", [FileNotFoundError("/etc/app/missing.toml"), TimeoutError("the pricing service did not answer")]
+)
+async def test_a_tools_own_os_error_or_timeout_is_its_failure_not_a_database_outage(
+    raised: OSError, make_settings: Callable[..., Any], clock: FrozenClock
+) -> None:
+    app = Askback("own-errors", settings=make_settings(), clock=clock)
+
+    @app.tool()
+    async def read_config() -> str:
+        raise raised
+
+    async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
+        result = await client.session.call_tool("read_config", {}, allow_input_required=True)
+    assert isinstance(result, CallToolResult) and result.is_error
+    assert result.content[0].text == "Error executing tool read_config"  # type: ignore[union-attr]
+
+
+async def test_a_refused_connection_from_the_tools_own_database_is_an_outage(
+    make_settings: Callable[..., Any], clock: FrozenClock
+) -> None:
+    app = Askback("own-database", settings=make_settings(), clock=clock)
+    # Nothing listens on port 1 of loopback: the driver's connection is refused at once.
+    engine = create_async_engine("postgresql+asyncpg://app:secret@127.0.0.1:1/app")
+
+    @app.tool()
+    async def report() -> str:
+        async with engine.connect() as conn:
+            return str((await conn.execute(sa.text("SELECT 1"))).scalar())
+
+    try:
+        async with app.running(), Client(app.mcp, elicitation_callback=answered_by_hand) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.session.call_tool("report", {}, allow_input_required=True)
+    finally:
+        await engine.dispose()
+    assert refused.value.error.code == -32603 and refused.value.error.data == {"retryable": True}
+    assert "database is unavailable" in refused.value.error.message and "secret" not in refused.value.error.message

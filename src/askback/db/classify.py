@@ -16,7 +16,7 @@ from sqlalchemy import exc as sa_exc
 
 from askback.errors import StoreUnavailableError
 
-__all__ = ["DRIVER_ERRORS", "first_line", "is_busy", "reachable", "unavailable_error"]
+__all__ = ["DRIVER_ERRORS", "first_line", "is_busy", "raised_by_a_driver", "reachable", "unavailable_error"]
 
 # What a driver raises, wrapped by SQLAlchemy or not: the errors worth classifying.
 DRIVER_ERRORS = (sa_exc.DBAPIError, sa_exc.TimeoutError, OSError, sqlite3.DatabaseError)
@@ -72,6 +72,27 @@ class reachable:
 # syntax error, no such table or column): PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN,
 # PROTOCOL, AUTH, NOTADB.
 _UNAVAILABLE_SQLITE_CODES = frozenset({3, 5, 6, 7, 8, 10, 11, 13, 14, 15, 23, 26})
+
+
+# The packages whose `OSError` (a refused connection, a timeout) is a database's: a tool's own `OSError` or
+# `TimeoutError` (a missing file, a call to another service) is not.
+_DRIVER_PACKAGES = ("sqlalchemy", "asyncpg", "psycopg", "aiosqlite", "sqlite3", "askback.db")
+
+
+def raised_by_a_driver(exc: BaseException) -> bool:
+    """Whether `exc` is a database's: a driver's own error class, or an `OSError` raised on its way through a driver
+    (a frame of its traceback belongs to one of the database packages)."""
+    if isinstance(exc, sa_exc.DBAPIError | sa_exc.TimeoutError | sqlite3.DatabaseError):
+        return True
+    if not isinstance(exc, OSError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if any(module == name or module.startswith(name + ".") for name in _DRIVER_PACKAGES):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _means_unavailable(exc: BaseException) -> bool:

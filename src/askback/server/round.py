@@ -32,7 +32,7 @@ from askback.core.approving import Approval, ApprovalsPort
 from askback.core.caller import Caller
 from askback.core.flow import AccountsPort, ConnectMode
 from askback.core.state import FlowState
-from askback.db.classify import DRIVER_ERRORS, unavailable_error
+from askback.db.classify import raised_by_a_driver, unavailable_error
 from askback.errors import AskbackError, StoreUnavailableError
 from askback.errors import ToolError as AskbackToolError
 from askback.server.effects import ClaimEffect, wait_until_settled
@@ -372,8 +372,9 @@ class _RoundIO:
             raise
         except BaseException as exc:
             error, unavailable = exc, False
-            if isinstance(exc, DRIVER_ERRORS):
-                # The application's own queries inside the tool: a database that is not there is retryable.
+            if raised_by_a_driver(exc):
+                # The application's own queries inside the tool: a database that is not there is retryable (a tool's
+                # own `OSError`, a missing file or a timeout of another service, is the tool's failure).
                 down = unavailable_error(exc, doing=f"run the tool {self.handler.tool!r}")
                 if down is not None:
                     down.__cause__ = exc
